@@ -1,0 +1,383 @@
+"""`swarmkit`: run, host, stop, resume, cancel, approve and watch runs from any terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from store import STORE_FAULTS, Store, StoreError, describe_db_error
+from store.models import QUEUED, RUNNING, TERMINAL_STATUSES
+from store.queries import events_after, get_job, list_jobs, workspaces_for
+from store.records import EventRecord, merged_view, utcnow
+
+from . import control
+from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
+from .executor import RunHost, flow_for_job
+from .flow import load_flow, parse_inputs
+from .report import runs_table
+from .settings import Settings, default_actor
+from .text import plain
+from .worker import Worker
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def err(msg: str) -> None:
+    print(f"swarmkit: {msg}", file=sys.stderr)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL", help="store URL (default: SWARMKIT_STORE, else <workspace>/.swarmkit/store.db)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swarmkit", description="Run control for agent runs: run, stop, resume, cancel, approve, watch.")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+
+    p = sub.add_parser("run", help="run a flow here (or --detach to queue it, --resume to continue a run)")
+    _common(p)
+    p.add_argument("args", nargs="*", metavar="FLOW [WORKSPACE]", help="the flow file, then optionally the workspace")
+    p.add_argument("--input", action="append", metavar="KEY=VALUE", default=[], help="an input for the run (repeatable)")
+    p.add_argument("--detach", action="store_true", help="queue the run for a worker and print only its id")
+    p.add_argument("--resume", metavar="RUN_ID", help="claim a stopped, deferred or lost run and host it here")
+
+    p = sub.add_parser("worker", help="claim queued runs and host many at once")
+    _common(p)
+    p.add_argument("workspace", nargs="?")
+    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+
+    for verb, text in (("stop", "stop a run at its next agent boundary (resumable)"), ("approve", "approve a run waiting at a gate"), ("resume", "queue a stopped, deferred or lost run for a worker")):
+        p = sub.add_parser(verb, help=text)
+        _common(p)
+        p.add_argument("run_id", metavar="RUN_ID")
+        p.add_argument("workspace", nargs="?")
+
+    p = sub.add_parser("cancel", help="end a run for good (destroys its workspaces unless --keep)")
+    _common(p)
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("workspace", nargs="?")
+    p.add_argument("--keep", action="store_true", help="keep the run's workspaces")
+
+    p = sub.add_parser("logs", help="print a run's events (-f follows until it ends)")
+    _common(p)
+    p.add_argument("run_id", metavar="RUN_ID")
+    p.add_argument("workspace", nargs="?")
+    p.add_argument("-f", "--follow", action="store_true")
+
+    p = sub.add_parser("status", help="list runs, or show one run")
+    _common(p)
+    p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]")
+    p.add_argument("--json", action="store_true", help="the merged view as JSON")
+    p.add_argument("--all", action="store_true", help="include every ended run, not just the recent ones")
+    return parser
+
+
+async def _open(args) -> Store:
+    return await Store.open(args.store, getattr(args, "workspace", None))
+
+
+async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
+    store = await _open(args)
+    try:
+        return await fn(store)
+    finally:
+        await store.close()
+
+
+# --- verbs ------------------------------------------------------------------
+
+
+async def cmd_act(args) -> int:
+    async def go(store: Store) -> int:
+        if args.verb == "stop":
+            res = await control.stop(store, args.run_id)
+        elif args.verb == "cancel":
+            res = await control.cancel(store, args.run_id, keep=args.keep)
+        elif args.verb == "approve":
+            res = await control.approve(store, args.run_id)
+        else:
+            res = await control.resume(store, args.run_id)
+        print(plain_lines(res.message))
+        if res.changed and args.verb in ("approve", "resume"):
+            if await control.live_worker_count(store, Settings.from_env().lease_s) == 0:
+                print(f"no live worker is watching this store: start one with `swarmkit worker`, or host it here with `swarmkit run --resume {res.job.short_id if res.job else args.run_id}`.")
+        return res.code
+
+    return await with_store(args, go)
+
+
+def plain_lines(text: str) -> str:
+    return "\n".join(plain(line) for line in text.split("\n"))
+
+
+def _print_line(job_id: str, node: str | None, line: str) -> None:
+    print(f"  {plain(node or '-', 20)} | {plain(line)}", flush=True)
+
+
+async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
+    loop = asyncio.get_running_loop()
+    presses = {"n": 0}
+    actor = default_actor()
+
+    def on_sigint() -> None:
+        presses["n"] += 1
+        if presses["n"] == 1:
+            loop.create_task(_say(control.stop(store, job_id, actor=actor), "\n(Ctrl-C again to cancel the run for good)"))
+        elif presses["n"] == 2:
+            loop.create_task(_say(control.cancel(store, job_id, actor=actor), ""))
+
+    async def _say(coro, extra: str) -> None:
+        try:
+            res = await coro
+            print(plain_lines(res.message) + extra, file=sys.stderr, flush=True)
+        except Exception as exc:
+            err(f"could not reach the store: {exc}")
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (NotImplementedError, RuntimeError):
+        pass
+    host = RunHost(store, job_id, epoch, flow, on_line=_print_line)
+    try:
+        status = await host.run()
+    finally:
+        try:
+            loop.remove_signal_handler(signal.SIGINT)
+        except Exception:
+            pass
+    async with store.read() as conn:
+        job = await get_job(conn, job_id)
+    sid = job_id[:8]
+    if status == "completed":
+        print(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
+        return EXIT_OK
+    if status == "stopped":
+        print(f"{sid} stopped before {plain(job.current_node)} ({job.step}/{job.steps} agents done). Resume with `swarmkit run --resume {sid}`.")
+        return EXIT_OK
+    if status == "deferred":
+        print(f"{sid} is waiting for approval at {plain(job.pending_gate)}. Approve with `swarmkit approve {sid}`, then `swarmkit run --resume {sid}` or a worker hosts it.")
+        return EXIT_OK
+    if status == "cancelled":
+        print(f"{sid} cancelled.")
+        return EXIT_FAIL
+    if status == "fenced":
+        err(f"{sid} is now hosted elsewhere (this process's epoch {epoch} is gone); it stopped and wrote nothing more.")
+        return EXIT_FAIL
+    err(f"{sid} {status}: {plain(job.error or '')}")
+    return EXIT_FAIL
+
+
+async def cmd_run(args) -> int:
+    positional = list(args.args)
+    if args.resume:
+        if len(positional) > 1:
+            raise UsageError("run --resume RUN_ID takes at most one more argument, the workspace")
+        args.workspace = positional[0] if positional else None
+        if args.input:
+            raise UsageError("--input cannot be given with --resume: a resumed run keeps its inputs")
+
+        async def go(store: Store) -> int:
+            res, job = await control.claim_for_resume(store, args.resume)
+            print(plain_lines(res.message), file=sys.stderr if job is None else sys.stdout)
+            if job is None:
+                return res.code
+            try:
+                flow = flow_for_job(job.flow_source, job.flow_path)
+            except FlowError as exc:
+                err(str(exc))
+                return EXIT_FAIL
+            return await _host_foreground(store, job.id, job.epoch, flow, resumed=True)
+
+        return await with_store(args, go)
+
+    if not positional:
+        raise UsageError("run needs a flow file: swarmkit run FLOW [--input k=v]... [WORKSPACE]")
+    if len(positional) > 2:
+        raise UsageError(f"run takes a flow file and optionally a workspace, not {len(positional)} arguments")
+    flow_path = positional[0]
+    args.workspace = positional[1] if len(positional) > 1 else None
+    # Refuse a bad flow or bad inputs before any run is created.
+    flow = load_flow(flow_path)
+    inputs = parse_inputs(args.input)
+
+    async def go(store: Store) -> int:
+        if args.detach:
+            job = await control.submit(store, flow, inputs)
+            print(job.id)
+            return EXIT_OK
+        job = await control.submit(store, flow, inputs, host_here=True)
+        print(f"{job.short_id} running {plain(flow.name)} ({flow.steps} agents) on {store.loc.display}; Ctrl-C stops it at the next agent boundary.", flush=True)
+        return await _host_foreground(store, job.id, job.epoch, flow, resumed=False)
+
+    return await with_store(args, go)
+
+
+async def cmd_worker(args) -> int:
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+
+    async def go(store: Store) -> int:
+        worker = Worker(store, concurrency=args.concurrency, say=lambda m: print(plain_lines(m), flush=True))
+        loop = asyncio.get_running_loop()
+        presses = {"n": 0}
+        main = asyncio.current_task()
+
+        def on_signal() -> None:
+            presses["n"] += 1
+            if presses["n"] == 1:
+                print("worker: stopping its runs at their next agent boundary (signal again to leave them now; they become lost, resumable)", flush=True)
+                worker.drain(f"worker {worker.id[:8]} shutdown")
+            elif main:
+                main.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            await worker.run()
+        except asyncio.CancelledError:
+            print("worker: left its runs; they become lost after the lease and can be resumed.", flush=True)
+        return EXIT_OK
+
+    return await with_store(args, go)
+
+
+def _event_line(ev: EventRecord) -> str:
+    t = ev.at.strftime("%H:%M:%S")
+    node = plain(ev.node or "-", 20)
+    if ev.kind == "log":
+        return f"{t} {node} | {plain(ev.text)}"
+    if ev.kind == "node.started":
+        return f"{t} ── {plain(ev.text)} ──"
+    return f"{t} [{ev.kind}] {plain(ev.text)}"
+
+
+async def cmd_logs(args) -> int:
+    async def go(store: Store) -> int:
+        job = await control.resolve_run(store, args.run_id)
+        last = 0
+        settings = Settings.from_env()
+        while True:
+            async with store.read() as conn:
+                batch = await events_after(conn, job.id, last, limit=2000)
+                current = await get_job(conn, job.id) if args.follow and len(batch) < 2000 else None
+            for ev in batch:
+                print(_event_line(ev))
+                last = ev.id
+            sys.stdout.flush()
+            if len(batch) == 2000:
+                continue
+            if not args.follow:
+                return EXIT_OK
+            if current is None or current.status not in (QUEUED, RUNNING):
+                # One more read: events written just before the end.
+                async with store.read() as conn:
+                    for ev in await events_after(conn, job.id, last, limit=100000):
+                        print(_event_line(ev))
+                print(f"-- {job.short_id} is {current.status if current else 'gone'} --")
+                return EXIT_OK
+            await control.mark_lost(store, settings.lease_s)
+            await asyncio.sleep(0.3)
+
+    return await with_store(args, go)
+
+
+async def cmd_status(args) -> int:
+    positional = list(args.args)
+    run_ref = None
+    args.workspace = None
+    if len(positional) == 2:
+        run_ref, args.workspace = positional
+    elif len(positional) == 1:
+        # One argument: a folder is the workspace, anything else a run id.
+        if Path(positional[0]).is_dir():
+            args.workspace = positional[0]
+        else:
+            run_ref = positional[0]
+    elif len(positional) > 2:
+        raise UsageError("status takes at most a run id and a workspace")
+
+    async def go(store: Store) -> int:
+        await control.mark_lost(store, Settings.from_env().lease_s)
+        now = utcnow()
+        if run_ref:
+            job = await control.resolve_run(store, run_ref)
+            async with store.read() as conn:
+                ws = (await workspaces_for(conn, [job.id]))[job.id]
+            view = merged_view(job, ws, now)
+            if args.json:
+                print(json.dumps(view, indent=2, sort_keys=True))
+            else:
+                for key in sorted(view):
+                    value = view[key]
+                    if key == "workspaces":
+                        value = ", ".join(f"{w['path']} ({w['state']})" for w in value) or "-"
+                    if key == "flow_source":
+                        value = f"{len(str(value))} characters"
+                    print(f"{key:>20}: {plain(value if value is not None else '-')}")
+            return EXIT_OK
+        async with store.read() as conn:
+            jobs = await list_jobs(conn, ended_limit=10**9 if args.all else 50)
+            wss = await workspaces_for(conn, [j.id for j in jobs]) if args.json else {}
+        if args.json:
+            print(json.dumps([merged_view(j, wss.get(j.id, []), now) for j in jobs], indent=2, sort_keys=True))
+        else:
+            print(runs_table(jobs, now))
+        return EXIT_OK
+
+    return await with_store(args, go)
+
+
+class UsageError(Exception):
+    pass
+
+
+COMMANDS: dict[str, Callable[[Any], Awaitable[int]]] = {
+    "run": cmd_run,
+    "worker": cmd_worker,
+    "stop": cmd_act,
+    "cancel": cmd_act,
+    "approve": cmd_act,
+    "resume": cmd_act,
+    "logs": cmd_logs,
+    "status": cmd_status,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("SWARMKIT_LOG", "WARNING").upper(), format="swarmkit: %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return asyncio.run(COMMANDS[args.verb](args))
+    except UsageError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except (RunNotFound, AmbiguousRun) as exc:
+        err(plain(str(exc)))
+        return EXIT_USAGE
+    except FlowError as exc:
+        err(plain(str(exc)))
+        return EXIT_USAGE
+    except SwarmkitError as exc:
+        err(plain(str(exc)))
+        return EXIT_FAIL
+    except StoreError as exc:
+        err(plain(str(exc)))
+        return EXIT_FAIL
+    except STORE_FAULTS as exc:
+        err(plain(f"store error: {exc}"))
+        return EXIT_FAIL
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

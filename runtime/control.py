@@ -1,0 +1,432 @@
+"""Run control: submit, stop, resume, cancel, approve, claim, mark lost.
+
+The CLI, the console and any future HTTP route call these and nothing else.
+Every transition is one conditional UPDATE (compare-and-set on status and
+epoch) with its audit row in the same transaction; a terminal status never
+changes because no statement here matches one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, case, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import Store
+from store.models import (
+    CANCELLED,
+    DEFERRED,
+    LOST,
+    QUEUED,
+    RESUMABLE_STATUSES,
+    RUNNING,
+    STOPPED,
+    TERMINAL_STATUSES,
+    audit,
+    checkpoints,
+    events,
+    jobs,
+)
+from store.queries import get_job, jobs_by_prefix, live_workers
+from store.records import JobRecord, utcnow
+
+from .errors import AmbiguousRun, RunNotFound
+from .flow import Flow
+from .settings import Settings, default_actor, host_name
+from .workspaces import apply_policy
+
+# Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
+DONE, REFUSED, USAGE = 0, 1, 2
+_RETRIES = 20
+
+
+@dataclass(frozen=True)
+class ActResult:
+    """What an act did, in words an operator reads as they are."""
+
+    code: int
+    changed: bool
+    message: str
+    job: JobRecord | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.code == DONE
+
+
+def _ts(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "an unknown time"
+
+
+async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> None:
+    await conn.execute(
+        insert(audit).values(at=at or utcnow(), actor=actor, action=action, job_id=job_id, detail=json.dumps(detail or {}, sort_keys=True))
+    )
+
+
+async def record_event(conn: AsyncConnection, job_id: str, kind: str, text: str = "", node: str | None = None, step: int | None = None, at: datetime | None = None) -> None:
+    await conn.execute(insert(events).values(job_id=job_id, at=at or utcnow(), kind=kind, node=node, step=step, text=text))
+
+
+async def resolve_run(store: Store, ref: str) -> JobRecord:
+    """A run by its id or any unique prefix of it."""
+    ref = (ref or "").strip()
+    async with store.read() as conn:
+        job = await get_job(conn, ref.lower()) if len(ref) == 32 else None
+        if job is not None:
+            return job
+        found = await jobs_by_prefix(conn, ref, limit=11)
+    if not found:
+        raise RunNotFound(f"no run matches {ref!r} in {store.loc.display}")
+    if len(found) > 1:
+        shown = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
+        more = " and more" if len(found) > 10 else ""
+        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {shown}{more}; give more of the id")
+    return found[0]
+
+
+async def _reload(store: Store, job_id: str) -> JobRecord:
+    async with store.read() as conn:
+        job = await get_job(conn, job_id)
+    if job is None:  # deleted under us
+        raise RunNotFound(f"run {job_id[:8]} no longer exists in {store.loc.display}")
+    return job
+
+
+def _initial_state(inputs: dict[str, str]) -> dict[str, Any]:
+    return {"inputs": dict(inputs)}
+
+
+def state_json(state: dict[str, Any]) -> str:
+    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+async def submit(
+    store: Store,
+    flow: Flow,
+    inputs: dict[str, str],
+    *,
+    actor: str | None = None,
+    host_here: bool = False,
+) -> JobRecord:
+    """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
+    actor = actor or default_actor()
+    now = utcnow()
+    job_id = uuid.uuid4().hex
+    values: dict[str, Any] = dict(
+        id=job_id,
+        flow=flow.name,
+        flow_path=flow.path,
+        flow_source=flow.source,
+        inputs=json.dumps(inputs, sort_keys=True),
+        status=QUEUED,
+        created_at=now,
+        updated_at=now,
+        cancel_keep=False,
+        epoch=0,
+        step=0,
+        steps=flow.steps,
+        tokens=0,
+        cost=0.0,
+        workspace_root=str(store.loc.workspace),
+    )
+    if host_here:
+        values.update(status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, started_at=now, last_event_at=now)
+    async with store.write() as conn:
+        await conn.execute(insert(jobs).values(**values))
+        await conn.execute(
+            insert(checkpoints).values(job_id=job_id, step=0, node=None, state=state_json(_initial_state(inputs)), epoch=values["epoch"], created_at=now)
+        )
+        await record_event(conn, job_id, "run.submitted", f"{flow.name}: {flow.steps} agents", at=now)
+        await record_audit(conn, actor, "run.submitted", job_id, {"flow": flow.name, "inputs": inputs}, at=now)
+    return await _reload(store, job_id)
+
+
+# --- stop -----------------------------------------------------------------
+
+
+async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult:
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    for _ in range(_RETRIES):
+        sid = job.short_id
+        now = utcnow()
+        if job.status == RUNNING:
+            if job.cancel_requested_at is not None:
+                return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
+            if job.stop_requested_at is not None:
+                return ActResult(
+                    DONE, False,
+                    f"stop already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — "
+                    "it will stop at the next agent boundary.",
+                    job,
+                )
+            async with store.write() as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.stop_requested_at.is_(None), jobs.c.cancel_requested_at.is_(None))
+                    .values(stop_requested_at=now, stop_requested_by=actor, updated_at=now)
+                )
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": job.current_node, "step": job.step}, at=now)
+                    await record_event(conn, job.id, "run.stop_requested", f"stop requested by {actor}", node=job.current_node, at=now)
+            if res.rowcount == 1:
+                node = f" ({job.current_node} is in flight)" if job.current_node else ""
+                return ActResult(
+                    DONE, True,
+                    f"stop requested for {sid} — it will stop at the next agent boundary{node}.\n"
+                    "Runs mid-call (a harness session, a slow tool) finish that call first.",
+                    await _reload(store, job.id),
+                )
+        elif job.status == QUEUED:
+            async with store.write() as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job.id, jobs.c.status == QUEUED, jobs.c.epoch == job.epoch)
+                    .values(status=STOPPED, stop_requested_at=now, stop_requested_by=actor, updated_at=now)
+                )
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": job.step}, at=now)
+                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": job.step}, at=now)
+                    await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=now)
+            if res.rowcount == 1:
+                return ActResult(DONE, True, f"{sid} was queued; stopped at once (no agent ran since it was queued). Resume it with `swarmkit resume {sid}`.", await _reload(store, job.id))
+        elif job.status == STOPPED:
+            return ActResult(DONE, False, f"{sid} is already stopped; nothing to stop. Resume it with `swarmkit run --resume {sid}`.", job)
+        elif job.status == DEFERRED:
+            return ActResult(DONE, False, f"{sid} is deferred at the gate {job.pending_gate!r}, waiting for approval; nothing to stop.", job)
+        else:
+            return ActResult(DONE, False, f"{sid} is {job.status}; nothing to stop.", job)
+        job = await _reload(store, job.id)  # lost the race: look again
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the stop; try again.", job)
+
+
+# --- resume and approve -----------------------------------------------------
+
+
+def _resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = dict(
+        stop_requested_at=None,
+        stop_requested_by=None,
+        pending_gate=None,
+        ended_at=None,
+        error=None,
+        updated_at=now,
+    )
+    if job.status == DEFERRED:
+        values["approved_step"] = job.step
+    return values
+
+
+async def _audit_resume(conn: AsyncConnection, job: JobRecord, actor: str, now: datetime, how: str) -> None:
+    if job.status == DEFERRED:
+        await record_audit(conn, actor, "gate.approved", job.id, {"gate": job.pending_gate, "step": job.step}, at=now)
+        await record_event(conn, job.id, "gate.approved", f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
+    await record_audit(conn, actor, "run.resumed", job.id, {"from": job.status, "how": how, "step": job.step}, at=now)
+    await record_event(conn, job.id, "run.resumed", f"resumed from {job.status} by {actor} ({how})", at=now)
+
+
+def _refuse_resume(job: JobRecord) -> ActResult:
+    sid = job.short_id
+    if job.status == RUNNING:
+        return ActResult(REFUSED, False, f"cannot resume {sid}: it is running.", job)
+    if job.status == QUEUED:
+        return ActResult(DONE, False, f"{sid} is already queued; a worker will pick it up.", job)
+    return ActResult(REFUSED, False, f"cannot resume {sid}: it is {job.status}.", job)
+
+
+async def resume(store: Store, ref: str, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
+    """Put a stopped, deferred or lost run back in the queue for a worker."""
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    for _ in range(_RETRIES):
+        if only_deferred and job.status != DEFERRED:
+            if job.status in TERMINAL_STATUSES:
+                return ActResult(REFUSED, False, f"cannot approve {job.short_id}: it is {job.status}.", job)
+            return ActResult(REFUSED, False, f"cannot approve {job.short_id}: it is {job.status}, not waiting at a gate.", job)
+        if job.status not in RESUMABLE_STATUSES:
+            return _refuse_resume(job)
+        now = utcnow()
+        async with store.write() as conn:
+            res = await conn.execute(
+                update(jobs)
+                .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
+                .values(status=QUEUED, **_resume_values(job, now))
+            )
+            if res.rowcount == 1:
+                await _audit_resume(conn, job, actor, now, "queued for a worker")
+        if res.rowcount == 1:
+            what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
+            return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {job.step + 1}/{job.steps}.", await _reload(store, job.id))
+        job = await _reload(store, job.id)
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job)
+
+
+async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActResult:
+    return await resume(store, ref, actor=actor, only_deferred=True)
+
+
+async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) -> tuple[ActResult, JobRecord | None]:
+    """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here."""
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    await mark_lost(store, Settings.from_env().lease_s)
+    job = await _reload(store, job.id)
+    for _ in range(_RETRIES):
+        if job.status not in RESUMABLE_STATUSES and job.status != QUEUED:
+            return _refuse_resume(job), None
+        now = utcnow()
+        values = _resume_values(job, now)
+        values.update(status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, last_event_at=now)
+        async with store.write() as conn:
+            res = await conn.execute(
+                update(jobs)
+                .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
+                .values(started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at), **values)
+            )
+            if res.rowcount == 1:
+                if job.status != QUEUED:
+                    await _audit_resume(conn, job, actor, now, f"hosted by {host_name()} pid {os.getpid()}")
+                await record_event(conn, job.id, "run.claimed", f"claimed by {host_name()} pid {os.getpid()} (epoch {job.epoch + 1})", at=now)
+        if res.rowcount == 1:
+            claimed = await _reload(store, job.id)
+            return ActResult(DONE, True, f"resuming {job.short_id} here at agent {job.step + 1}/{job.steps} (was {job.status}).", claimed), claimed
+        job = await _reload(store, job.id)
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job), None
+
+
+async def claim_queued(store: Store, limit: int) -> list[JobRecord]:
+    """Claim up to `limit` queued runs; a run claimed by another worker first is skipped."""
+    if limit <= 0:
+        return []
+    async with store.read() as conn:
+        candidates = (
+            await conn.execute(
+                select(jobs.c.id, jobs.c.epoch).where(jobs.c.status == QUEUED).order_by(jobs.c.created_at).limit(limit * 2)
+            )
+        ).all()
+    claimed: list[JobRecord] = []
+    for job_id, epoch in candidates:
+        if len(claimed) >= limit:
+            break
+        now = utcnow()
+        async with store.write() as conn:
+            res = await conn.execute(
+                update(jobs)
+                .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
+                .values(
+                    status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now,
+                    last_event_at=now, updated_at=now,
+                    started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
+                )
+            )
+            if res.rowcount == 1:
+                await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
+        if res.rowcount == 1:
+            claimed.append(await _reload(store, job_id))
+    return claimed
+
+
+# --- cancel -----------------------------------------------------------------
+
+
+async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    keep_words = "kept" if keep else "destroyed"
+    for _ in range(_RETRIES):
+        sid = job.short_id
+        now = utcnow()
+        if job.status == RUNNING:
+            if job.cancel_requested_at is not None:
+                return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job)
+            async with store.write() as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.cancel_requested_at.is_(None))
+                    .values(cancel_requested_at=now, cancel_requested_by=actor, cancel_keep=keep, updated_at=now)
+                )
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "node": job.current_node}, at=now)
+                    await record_event(conn, job.id, "run.cancel_requested", f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
+            if res.rowcount == 1:
+                node = f"interrupt {job.current_node} and " if job.current_node else ""
+                return ActResult(
+                    DONE, True,
+                    f"cancel requested for {sid} — its host will {node}end it cancelled within seconds; workspaces will be {keep_words}.",
+                    await _reload(store, job.id),
+                )
+        elif job.status in (QUEUED, STOPPED, DEFERRED, LOST):
+            async with store.write() as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
+                    .values(status=CANCELLED, ended_at=now, updated_at=now, cancel_requested_at=now, cancel_requested_by=actor, cancel_keep=keep)
+                )
+                said: list[str] = []
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "from": job.status}, at=now)
+                    said = await apply_policy(conn, job.id, destroy=not keep, runs_dir=store.loc.runs_dir, reason="cancelled")
+                    await record_audit(conn, actor, "run.cancelled", job.id, {"keep": keep, "from": job.status, "workspaces": said}, at=now)
+                    await record_event(conn, job.id, "run.cancelled", f"cancelled by {actor} while {job.status} (workspaces {keep_words})", at=now)
+            if res.rowcount == 1:
+                ws = ("; " + "; ".join(said)) if said else ""
+                return ActResult(DONE, True, f"{sid} cancelled (it was {job.status}); workspaces {keep_words}{ws}.", await _reload(store, job.id))
+        else:
+            return ActResult(DONE, False, f"{sid} is {job.status}; nothing to cancel.", job)
+        job = await _reload(store, job.id)
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the cancel; try again.", job)
+
+
+# --- leases -----------------------------------------------------------------
+
+
+async def mark_lost(store: Store, lease_s: float) -> list[str]:
+    """Mark running rows whose host stopped heart-beating past the lease.
+
+    Any process that looks may do this. A row whose cancel was requested
+    ends `cancelled` instead: nobody is left to carry the cancel out, and it
+    must not sit in "cancelling" forever.
+    """
+    cutoff = utcnow() - timedelta(seconds=lease_s)
+    async with store.read() as conn:
+        stale = (
+            await conn.execute(
+                select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at).where(
+                    jobs.c.status == RUNNING, jobs.c.heartbeat_at < cutoff
+                )
+            )
+        ).all()
+    marked: list[str] = []
+    for row in stale:
+        now = utcnow()
+        to = CANCELLED if row.cancel_requested_at is not None else LOST
+        values: dict[str, Any] = dict(status=to, updated_at=now)
+        if to == CANCELLED:
+            values["ended_at"] = now
+        async with store.write() as conn:
+            res = await conn.execute(
+                update(jobs)
+                .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, jobs.c.heartbeat_at < cutoff))
+                .values(**values)
+            )
+            if res.rowcount != 1:
+                continue
+            last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
+            await record_event(conn, row.id, f"run.{to}", f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}", at=now)
+            if to == CANCELLED:
+                said = await apply_policy(conn, row.id, destroy=not row.cancel_keep, runs_dir=store.loc.runs_dir, reason="cancelled")
+                await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)
+        marked.append(row.id)
+    return marked
+
+
+async def live_worker_count(store: Store, lease_s: float) -> int:
+    async with store.read() as conn:
+        return len(await live_workers(conn, utcnow() - timedelta(seconds=lease_s)))

@@ -1,0 +1,55 @@
+"""The runtime's exceptions. A stop is a deferral without a gate."""
+
+from __future__ import annotations
+
+
+class SwarmkitError(Exception):
+    """An error whose message is meant for the operator as it is."""
+
+
+class HITLDeferredError(Exception):
+    """The run parks here: checkpointed, resumable, waiting on something outside it."""
+
+    def __init__(self, node: str, step: int, message: str = ""):
+        super().__init__(message or f"deferred at {node}")
+        self.node = node
+        self.step = step
+
+
+class GateDeferredError(HITLDeferredError):
+    """An `approve = true` agent waits for a human's approval."""
+
+
+class RunStoppedError(HITLDeferredError):
+    """A human asked this run to stop. Checkpointed and resumable, like any deferral."""
+
+    def __init__(self, node: str, step: int, requested_by: str | None = None):
+        super().__init__(node, step, f"stopped before {node} (requested by {requested_by or 'unknown'})")
+        self.requested_by = requested_by
+
+
+class RunCancelledError(Exception):
+    """The run was cancelled; its host ends it `cancelled`."""
+
+
+class FencedError(Exception):
+    """This host's epoch is gone (the run was marked lost, resumed or ended elsewhere).
+
+    The host must write nothing more and stop itself.
+    """
+
+
+class FlowError(SwarmkitError):
+    """A flow file that cannot be run; the message names the file, the line and the fault."""
+
+
+class AgentFailed(Exception):
+    """An agent ended badly: the flow chose to end (the run becomes `failed`)."""
+
+
+class RunNotFound(SwarmkitError):
+    pass
+
+
+class AmbiguousRun(SwarmkitError):
+    pass

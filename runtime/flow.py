@@ -1,0 +1,171 @@
+"""Flows: a TOML file naming agents, each a shell command or a Python callable."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import FlowError
+
+_CALL_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces"}
+_AGENT_KEYS = {"name", "command", "call", "approve", "description"}
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    command: str | None = None
+    call: str | None = None
+    approve: bool = False
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str
+    agents: tuple[Agent, ...]
+    source: str
+    path: str | None = None
+    # Completed and failed runs destroy their workspaces unless the flow keeps them.
+    keep_workspaces: bool = False
+
+    @property
+    def steps(self) -> int:
+        return len(self.agents)
+
+
+def _agent_lines(source: str) -> list[int]:
+    """Line numbers (1-based) of each `[[agents]]` header, to point at a bad agent."""
+    return [i + 1 for i, line in enumerate(source.splitlines()) if re.match(r"^\s*\[\[\s*agents\s*\]\]", line)]
+
+
+def _key_line(source: str, key: str) -> int | None:
+    for i, line in enumerate(source.splitlines()):
+        if re.match(rf"^\s*{re.escape(key)}\s*=", line):
+            return i + 1
+    return None
+
+
+def parse_flow(source: str, path: str | None = None) -> Flow:
+    where = path or "<flow>"
+
+    def fail(msg: str, line: int | None = None) -> FlowError:
+        loc = f"{where}:{line}" if line else where
+        return FlowError(f"{loc}: {msg}")
+
+    try:
+        data = tomllib.loads(source)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line = int(m.group(1)) if m else None
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+        if m:
+            msg += f" (column {m.group(2)})"
+        raise fail(f"not valid TOML: {msg}", line) from None
+
+    unknown = sorted(set(data) - _FLOW_KEYS)
+    if unknown:
+        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description and [[agents]])", _key_line(source, unknown[0]))
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise fail('a flow needs a name: add  name = "my-flow"', _key_line(source, "name"))
+    agents_raw = data.get("agents")
+    if agents_raw is None:
+        raise fail("a flow needs at least one [[agents]] table")
+    if not isinstance(agents_raw, list) or not agents_raw:
+        raise fail("`agents` must be an array of tables written [[agents]]", _key_line(source, "agents"))
+    lines = _agent_lines(source)
+    agents: list[Agent] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(agents_raw):
+        line = lines[i] if i < len(lines) else None
+        label = f"agent #{i + 1}"
+        if not isinstance(raw, dict):
+            raise fail(f"{label} must be a table", line)
+        unknown = sorted(set(raw) - _AGENT_KEYS)
+        if unknown:
+            raise fail(f"{label}: unknown key {unknown[0]!r} (an agent has name, command or call, approve)", line)
+        aname = raw.get("name")
+        if not isinstance(aname, str) or not aname.strip():
+            raise fail(f"{label} needs a name", line)
+        label = f"agent {aname!r}"
+        if aname in seen:
+            raise fail(f"{label} is defined twice; agent names must be unique", line)
+        seen.add(aname)
+        command, call = raw.get("command"), raw.get("call")
+        if (command is None) == (call is None):
+            raise fail(f"{label} needs exactly one of command = \"...\" or call = \"module:function\"", line)
+        if command is not None and (not isinstance(command, str) or not command.strip()):
+            raise fail(f"{label}: command must be a non-empty string", line)
+        if call is not None and (not isinstance(call, str) or not _CALL_RE.match(call)):
+            raise fail(f"{label}: call must look like \"package.module:function\", not {call!r}", line)
+        approve = raw.get("approve", False)
+        if not isinstance(approve, bool):
+            raise fail(f"{label}: approve must be true or false", line)
+        agents.append(Agent(name=aname, command=command, call=call, approve=approve))
+    keep = data.get("keep_workspaces", False)
+    if not isinstance(keep, bool):
+        raise fail("keep_workspaces must be true or false", _key_line(source, "keep_workspaces"))
+    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep)
+
+
+def load_flow(path: str | Path, *, check_calls: bool = True) -> Flow:
+    p = Path(path)
+    try:
+        source = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FlowError(f"{p}: no such flow file") from None
+    except IsADirectoryError:
+        raise FlowError(f"{p}: is a directory, not a flow file") from None
+    except UnicodeDecodeError as exc:
+        raise FlowError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise FlowError(f"{p}: cannot read the flow file ({exc.strerror or exc})") from None
+    flow = parse_flow(source, str(p.resolve()))
+    if check_calls:
+        for agent in flow.agents:
+            if agent.call:
+                resolve_call(agent.call, flow.path)
+    return flow
+
+
+def resolve_call(spec: str, flow_path: str | None = None) -> Callable[..., Any]:
+    """Import `module:attr`, looking beside the flow file first."""
+    if flow_path:
+        folder = str(Path(flow_path).parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    module_name, _, attr = spec.partition(":")
+    where = flow_path or "<flow>"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise FlowError(f"{where}: agent callable {spec!r}: cannot import module {module_name!r} ({exc})") from None
+    except Exception as exc:  # the module itself raised while importing
+        raise FlowError(f"{where}: agent callable {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise FlowError(f"{where}: agent callable {spec!r}: module {module_name!r} has no {attr!r}")
+    if not callable(obj):
+        raise FlowError(f"{where}: agent callable {spec!r} is not callable")
+    return obj
+
+
+def parse_inputs(pairs: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise FlowError(f"--input {pair!r}: expected key=value")
+        key = key.strip()
+        if key in out:
+            raise FlowError(f"--input {key!r} given twice")
+        out[key] = value
+    return out

@@ -1,0 +1,60 @@
+"""Timings of the runtime, read from the environment so tests and operators can tune them."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from dataclasses import dataclass
+
+
+def _float_env(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"swarmkit: {name}={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise SystemExit(f"swarmkit: {name}={raw!r} must be more than zero")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    # How often a host proves it is alive and looks for a cancel.
+    heartbeat_s: float = 1.0
+    # A running row whose heartbeat is older than this is lost.
+    lease_s: float = 15.0
+    # SIGINT, then SIGTERM after this, then SIGKILL after term_grace_s.
+    interrupt_grace_s: float = 3.0
+    term_grace_s: float = 3.0
+    # How often a worker looks for queued runs.
+    poll_s: float = 0.5
+
+    @classmethod
+    def from_env(cls) -> "Settings":
+        return cls(
+            heartbeat_s=_float_env("SWARMKIT_HEARTBEAT", cls.heartbeat_s),
+            lease_s=_float_env("SWARMKIT_LEASE", cls.lease_s),
+            interrupt_grace_s=_float_env("SWARMKIT_INTERRUPT_GRACE", cls.interrupt_grace_s),
+            term_grace_s=_float_env("SWARMKIT_TERM_GRACE", cls.term_grace_s),
+            poll_s=_float_env("SWARMKIT_POLL", cls.poll_s),
+        )
+
+
+def host_name() -> str:
+    return socket.gethostname()
+
+
+def default_actor() -> str:
+    """Who a human act is recorded as: SWARMKIT_ACTOR, else user@host."""
+    actor = os.environ.get("SWARMKIT_ACTOR")
+    if actor:
+        return actor
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        user = str(os.getuid())
+    return f"{user}@{host_name()}"

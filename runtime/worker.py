@@ -1,0 +1,124 @@
+"""A worker: claims queued runs and hosts many at once in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from typing import Callable
+
+from sqlalchemy import insert, update
+
+from store import STORE_FAULTS, Store
+from store.models import workers
+from store.records import utcnow
+
+from .control import claim_queued, mark_lost, stop
+from .executor import host_claimed
+from .settings import Settings, host_name
+
+log = logging.getLogger("swarmkit.worker")
+
+
+class Worker:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        concurrency: int = 4,
+        settings: Settings | None = None,
+        say: Callable[[str], None] = print,
+    ):
+        self.store = store
+        self.concurrency = concurrency
+        self.settings = settings or Settings.from_env()
+        self.say = say
+        self.id = uuid.uuid4().hex
+        self.hosted: dict[str, asyncio.Task] = {}
+        self._draining = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    async def _register(self) -> None:
+        now = utcnow()
+        async with self.store.write() as conn:
+            await conn.execute(
+                insert(workers).values(id=self.id, host=host_name(), pid=os.getpid(), concurrency=self.concurrency, started_at=now, heartbeat_at=now)
+            )
+
+    async def _beat(self, stopped: bool = False) -> None:
+        now = utcnow()
+        values = dict(heartbeat_at=now)
+        if stopped:
+            values["stopped_at"] = now
+        async with self.store.write() as conn:
+            await conn.execute(update(workers).where(workers.c.id == self.id).values(**values))
+
+    def drain(self, actor: str) -> None:
+        """First signal: claim nothing more and ask every hosted run to stop at its next boundary."""
+        if self._draining.is_set():
+            return
+        self._draining.set()
+        self._wake.set()
+        self._drain_actor = actor
+
+    async def _stop_hosted(self) -> None:
+        for job_id in list(self.hosted):
+            try:
+                res = await stop(self.store, job_id, actor=self._drain_actor)
+                self.say(res.message.splitlines()[0])
+            except Exception as exc:  # a run that ended meanwhile is fine
+                log.info("stopping %s on drain: %s", job_id[:8], exc)
+
+    async def _host(self, job_id: str) -> None:
+        try:
+            status = await host_claimed(self.store, job_id, settings=self.settings)
+            self.say(f"{job_id[:8]} {status}")
+        except Exception:
+            log.exception("hosting %s failed", job_id[:8])
+        finally:
+            self.hosted.pop(job_id, None)
+            self._wake.set()
+
+    async def run(self) -> None:
+        await self._register()
+        self.say(f"worker {self.id[:8]} on {host_name()} pid {os.getpid()}: hosting up to {self.concurrency} runs from {self.store.loc.display}")
+        last_beat = 0.0
+        loop = asyncio.get_running_loop()
+        stopped_hosted = False
+        try:
+            while True:
+                if self._draining.is_set():
+                    if not stopped_hosted:
+                        stopped_hosted = True
+                        await self._stop_hosted()
+                    if not self.hosted:
+                        break
+                else:
+                    try:
+                        await mark_lost(self.store, self.settings.lease_s)
+                        free = self.concurrency - len(self.hosted)
+                        for job in await claim_queued(self.store, free):
+                            self.say(f"{job.short_id} claimed: {job.flow} at agent {job.step + 1}/{job.steps}")
+                            self.hosted[job.id] = asyncio.create_task(self._host(job.id), name=f"host-{job.short_id}")
+                    except STORE_FAULTS as exc:
+                        log.warning("worker poll failed: %s", exc)
+                if loop.time() - last_beat >= self.settings.heartbeat_s:
+                    try:
+                        await self._beat()
+                        last_beat = loop.time()
+                    except STORE_FAULTS as exc:
+                        log.warning("worker heartbeat failed: %s", exc)
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_s)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            for task in self.hosted.values():
+                task.cancel()
+            await asyncio.gather(*self.hosted.values(), return_exceptions=True)
+            try:
+                await self._beat(stopped=True)
+            except Exception:
+                pass

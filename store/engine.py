@@ -1,0 +1,187 @@
+"""Store URLs, engines and transactions.
+
+Engines are made at run time and disposed by their owner: each Textual test
+and each CLI command runs its own event loop, and an `AsyncEngine` must never
+outlive the loop it was made on.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+STORE_ENV = "SWARMKIT_STORE"
+STORE_DIRNAME = ".swarmkit"
+STORE_FILENAME = "store.db"
+# Long enough to ride out a burst of writers, short enough that a truly
+# stuck store is reported instead of hanging a terminal.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message says which store and why."""
+
+
+class StoreUrlError(StoreError):
+    pass
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    url: URL
+    # Where run workspaces live: `<workspace>/.swarmkit/runs`.
+    workspace: Path
+    schema: str | None = None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @property
+    def display(self) -> str:
+        """The URL with any password hidden, for headers and messages."""
+        shown = self.url.render_as_string(hide_password=True)
+        if self.schema:
+            shown += f" (schema {self.schema})"
+        return shown
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.workspace / STORE_DIRNAME / "runs"
+
+
+def default_sqlite_path(workspace: Path) -> Path:
+    return workspace / STORE_DIRNAME / STORE_FILENAME
+
+
+def resolve_store(store: str | None = None, workspace: str | os.PathLike | None = None) -> StoreLocation:
+    """`--store` wins, then `SWARMKIT_STORE`, then SQLite in the workspace."""
+    ws = Path(workspace if workspace is not None else os.getcwd()).resolve()
+    raw = store or os.environ.get(STORE_ENV) or None
+    if raw is None:
+        return StoreLocation(URL.create("sqlite+aiosqlite", database=str(default_sqlite_path(ws))), ws)
+    raw = raw.strip()
+    if "://" not in raw:
+        # A bare path is taken as a SQLite file, the common case for `--store`.
+        path = Path(raw).expanduser().resolve()
+        return StoreLocation(URL.create("sqlite+aiosqlite", database=str(path)), ws)
+    try:
+        url = make_url(raw)
+    except (ArgumentError, ValueError) as exc:
+        raise StoreUrlError(f"store URL {raw!r} does not parse: {exc}") from None
+    backend = url.get_backend_name()
+    schema = None
+    if backend == "sqlite":
+        url = url.set(drivername="sqlite+aiosqlite")
+        if not url.database or url.database == ":memory:":
+            raise StoreUrlError(f"store URL {raw!r} names no database file (an in-memory SQLite store is private to one process)")
+        url = url.set(database=str(Path(url.database).expanduser().resolve()))
+    elif backend in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+asyncpg")
+        query = dict(url.query)
+        schema = query.pop("schema", None)
+        if isinstance(schema, tuple):
+            schema = schema[-1]
+        url = url.set(query=query)
+        if schema is not None and not schema.replace("_", "").isalnum():
+            raise StoreUrlError(f"store URL {raw!r}: schema {schema!r} must be letters, digits and underscores")
+    else:
+        raise StoreUrlError(f"store URL {raw!r}: unsupported database {backend!r} (use sqlite:///path or postgresql://host/db)")
+    return StoreLocation(url, ws, schema)
+
+
+def _prepare_sqlite_dir(path: Path) -> None:
+    """The store folder and file are readable by their owner only."""
+    parent = path.parent
+    if not parent.exists():
+        try:
+            parent.mkdir(parents=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store folder {parent}: {exc.strerror or exc}") from None
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+        except OSError as exc:
+            raise StoreError(f"cannot create the store file {path}: {exc.strerror or exc}") from None
+
+
+def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
+    if loc.is_sqlite:
+        path = Path(loc.url.database or "")
+        if create:
+            _prepare_sqlite_dir(path)
+        elif not path.exists():
+            raise StoreError(f"no store at {path}")
+        engine = create_async_engine(
+            loc.url,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+            pool_size=8,
+            max_overflow=32,
+        )
+        _install_sqlite_hooks(engine)
+        return engine
+    connect_args: dict = {"timeout": 10}
+    if loc.schema:
+        connect_args["server_settings"] = {"search_path": loc.schema}
+    return create_async_engine(
+        loc.url,
+        connect_args=connect_args,
+        pool_size=5,
+        max_overflow=20,
+        pool_pre_ping=True,
+    )
+
+
+def _install_sqlite_hooks(engine: AsyncEngine) -> None:
+    sync_engine = engine.sync_engine
+
+    @event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # Take transaction control away from the sqlite3 module, so that we
+        # decide when BEGIN happens and of which kind.
+        dbapi_connection.isolation_level = None
+        cur = dbapi_connection.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        cur.close()
+
+    @event.listens_for(sync_engine, "begin")
+    def _on_begin(conn):
+        # A deferred BEGIN that reads and then writes gets SQLITE_BUSY at once,
+        # ignoring the busy timeout; write transactions take the lock up front.
+        if conn.get_execution_options().get("swarmkit_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+
+@asynccontextmanager
+async def write_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A short write transaction: BEGIN IMMEDIATE on SQLite, committed on exit."""
+    async with engine.connect() as conn:
+        await conn.execution_options(swarmkit_write=True)
+        async with conn.begin():
+            yield conn
+
+
+@asynccontextmanager
+async def read_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A short read transaction, ended before the caller goes on.
+
+    Nothing holds a read snapshot between operations: a long one pins the WAL
+    and hides other processes' writes (the stale-flag trap).
+    """
+    async with engine.connect() as conn:
+        async with conn.begin():
+            yield conn

@@ -1,0 +1,9 @@
+"""Alembic environment: always driven from `store.schema`, on a connection it hands over."""
+
+from alembic import context
+
+from store.models import Base
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+context.run_migrations()

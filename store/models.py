@@ -1,0 +1,177 @@
+"""The store's tables, as typed SQLAlchemy 2 models.
+
+The runtime and the console use these tables through Core statements
+(`select(Job.status)`, `update(jobs)`); ORM objects never leave this package,
+queries hand out frozen dataclasses instead (see `store.queries`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Every status the `jobs.status` column may hold. The shown statuses
+# (stopping, cancelling, stalled) are derived and never stored.
+QUEUED = "queued"
+RUNNING = "running"
+STOPPED = "stopped"
+DEFERRED = "deferred"
+LOST = "lost"
+COMPLETED = "completed"
+FAILED = "failed"
+FAULTED = "faulted"
+CANCELLED = "cancelled"
+
+STORED_STATUSES = (QUEUED, RUNNING, STOPPED, DEFERRED, LOST, COMPLETED, FAILED, FAULTED, CANCELLED)
+TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, FAULTED, CANCELLED})
+RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
+ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timestamps stored as naive UTC, handed back timezone-aware.
+
+    SQLite has no timezone type and PostgreSQL's `timestamp` has none either;
+    storing naive UTC on both keeps comparisons (leases, `updated_at > :since`)
+    identical on the two stores.
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value
+        return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, str):  # raw text from an unusual SQLite row
+            value = datetime.fromisoformat(value)
+        return value.replace(tzinfo=timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    flow: Mapped[str] = mapped_column(Text)
+    flow_path: Mapped[str | None] = mapped_column(Text)
+    flow_source: Mapped[str] = mapped_column(Text)
+    inputs: Mapped[str] = mapped_column(Text, default="{}")
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    stop_requested_by: Mapped[str | None] = mapped_column(Text)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    cancel_requested_by: Mapped[str | None] = mapped_column(Text)
+    cancel_keep: Mapped[bool] = mapped_column(Boolean, default=False)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    host: Mapped[str | None] = mapped_column(Text)
+    pid: Mapped[int | None] = mapped_column(Integer)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_event_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    current_node: Mapped[str | None] = mapped_column(Text)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)
+    error: Mapped[str | None] = mapped_column(Text)
+    pending_gate: Mapped[str | None] = mapped_column(Text)
+    approved_step: Mapped[int | None] = mapped_column(Integer)
+    workspace_root: Mapped[str | None] = mapped_column(Text)
+
+
+class Checkpoint(Base):
+    __tablename__ = "checkpoints"
+    __table_args__ = (Index("ix_checkpoints_job_step", "job_id", "step", unique=True),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str | None] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(Text)
+    epoch: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (Index("ix_events_job_id", "job_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    kind: Mapped[str] = mapped_column(String(32))
+    node: Mapped[str | None] = mapped_column(Text)
+    step: Mapped[int | None] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text, default="")
+
+
+class Audit(Base):
+    __tablename__ = "audit"
+    __table_args__ = (Index("ix_audit_job_id", "job_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    actor: Mapped[str] = mapped_column(Text)
+    action: Mapped[str] = mapped_column(String(64))
+    job_id: Mapped[str | None] = mapped_column(String(32))
+    detail: Mapped[str] = mapped_column(Text, default="{}")
+
+
+class Workspace(Base):
+    __tablename__ = "workspaces"
+    __table_args__ = (Index("ix_workspaces_job_id", "job_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
+    path: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    host: Mapped[str] = mapped_column(Text)
+    pid: Mapped[int] = mapped_column(Integer)
+    concurrency: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+jobs = Job.__table__
+checkpoints = Checkpoint.__table__
+events = Event.__table__
+audit = Audit.__table__
+workspaces = Workspace.__table__
+workers = Worker.__table__
+
+JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)
