@@ -185,3 +185,26 @@ async def live_workers(conn: AsyncConnection, since: datetime) -> list[WorkerRec
 async def status_counts(conn: AsyncConnection) -> dict[str, int]:
     stmt = select(jobs.c.status, func.count()).group_by(jobs.c.status)
     return {status: int(n) for status, n in await conn.execute(stmt)}
+
+
+# --- Added for the operator console (read-only) -------------------------------
+
+
+async def running_jobs(conn: AsyncConnection) -> list[JobRecord]:
+    """Every `running` row: the console refreshes these on each poll, because
+    heartbeats and log lines move `heartbeat_at` and `last_event_at` without
+    touching `updated_at`, and the shown statuses (stopping, cancelling,
+    stalled) are derived from them."""
+    stmt = select(*_JOB_COLS).where(jobs.c.status == "running").order_by(jobs.c.created_at.desc())
+    return [_job(r) for r in await conn.execute(stmt)]
+
+
+async def find_event_before(conn: AsyncConnection, job_id: str, needle: str, before_id: int | None = None) -> EventRecord | None:
+    """The newest event of a run, older than `before_id`, whose text or node holds `needle` (case-insensitive)."""
+    like = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    cond = [events.c.job_id == job_id, events.c.text.ilike(like, escape="\\") | events.c.node.ilike(like, escape="\\")]
+    if before_id is not None:
+        cond.append(events.c.id < before_id)
+    stmt = select(*_EVENT_COLS).where(*cond).order_by(events.c.id.desc()).limit(1)
+    row = (await conn.execute(stmt)).first()
+    return _event(row) if row else None

@@ -1,0 +1,183 @@
+"""Fixtures: a real store on SQLite and on PostgreSQL, real subprocesses.
+
+PostgreSQL: SWARMKIT_TEST_PG names the server (default the local one at
+127.0.0.1:5432, database `test`); each test gets a schema of its own. Where
+none answers the PostgreSQL variants skip with the reason, except under CI,
+where they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+# Fast timings so that heartbeats, leases and cancels happen within a test.
+FAST_ENV = {
+    "SWARMKIT_HEARTBEAT": "0.2",
+    "SWARMKIT_LEASE": "2",
+    "SWARMKIT_INTERRUPT_GRACE": "1",
+    "SWARMKIT_TERM_GRACE": "1",
+    "SWARMKIT_POLL": "0.1",
+    "SWARMKIT_ACTOR": "tester@ci",
+}
+
+_pg_state: dict[str, Any] = {}
+
+
+def _pg_reason() -> str | None:
+    """None when PostgreSQL answers, else why not (checked once per session)."""
+    if "reason" not in _pg_state:
+        async def probe() -> None:
+            import asyncpg
+
+            dsn = PG_BASE.replace("postgresql+asyncpg://", "postgresql://")
+            conn = await asyncpg.connect(dsn, timeout=5)
+            await conn.close()
+
+        try:
+            asyncio.run(probe())
+            _pg_state["reason"] = None
+        except Exception as exc:  # any failure to connect is a reason to skip
+            _pg_state["reason"] = f"no PostgreSQL at {PG_BASE} ({type(exc).__name__}: {exc}); set SWARMKIT_TEST_PG"
+    return _pg_state["reason"]
+
+
+def _pg_exec(sql: str) -> None:
+    async def go() -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(PG_BASE.replace("postgresql+asyncpg://", "postgresql://"), timeout=10)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(go())
+
+
+def require_pg() -> None:
+    reason = _pg_reason()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but PostgreSQL does not answer: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, workspace: Path):
+    """A store URL for an empty store: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{workspace}/.swarmkit/store.db"
+        return
+    require_pg()
+    schema = "t_" + uuid.uuid4().hex[:12]
+    sep = "&" if "?" in PG_BASE else "?"
+    yield f"{PG_BASE}{sep}schema={schema}"
+    try:
+        _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except Exception:
+        pass
+
+
+@pytest.fixture
+def sqlite_url(workspace: Path) -> str:
+    return f"sqlite:///{workspace}/.swarmkit/store.db"
+
+
+@pytest.fixture
+def fast_env(monkeypatch) -> dict[str, str]:
+    for k, v in FAST_ENV.items():
+        monkeypatch.setenv(k, v)
+    return dict(FAST_ENV)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(FAST_ENV)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("SWARMKIT_STORE", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Cli:
+    """Runs `swarmkit` as a real subprocess against one store and workspace."""
+
+    def __init__(self, store_url: str, workspace: Path):
+        self.store_url = store_url
+        self.workspace = workspace
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "runtime.cli", *args]
+
+    def _with_store(self, args: tuple[str, ...]) -> list[str]:
+        verb, rest = args[0], list(args[1:])
+        return self.argv(verb, "--store", self.store_url, *rest)
+
+    def run(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            self._with_store(args), cwd=self.workspace, env=child_env(env), capture_output=True, text=True, timeout=timeout
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"swarmkit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        return subprocess.Popen(
+            self._with_store(args), cwd=self.workspace, env=child_env(env),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+
+
+@pytest.fixture
+def cli(store_url: str, workspace: Path) -> Cli:
+    return Cli(store_url, workspace)
+
+
+def write_flow(folder: Path, name: str, body: str) -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
+    return path
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+async def await_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
+    """Async twin of wait_for: `predicate` is a coroutine function."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)

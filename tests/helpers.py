@@ -1,0 +1,73 @@
+"""Shared test helpers that read the store the way an operator's tools do."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+from store import Store
+from store.queries import audit_for, checkpoints_for, events_after, get_job, jobs_by_prefix, workspaces_for
+
+
+def read(store_url: str, workspace: Path, fn) -> Any:
+    """Open the store in a fresh loop, run `fn(conn)`, close it: a quick look from outside."""
+
+    async def go():
+        store = await Store.open(store_url, workspace)
+        try:
+            async with store.read() as conn:
+                return await fn(conn)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def job(store_url: str, workspace: Path, ref: str):
+    async def fn(conn):
+        if len(ref) == 32:
+            return await get_job(conn, ref)
+        found = await jobs_by_prefix(conn, ref)
+        return found[0] if len(found) == 1 else None
+
+    return read(store_url, workspace, fn)
+
+
+def events(store_url: str, workspace: Path, job_id: str):
+    return read(store_url, workspace, lambda c: events_after(c, job_id, 0, limit=100000))
+
+
+def audit(store_url: str, workspace: Path, job_id: str):
+    return read(store_url, workspace, lambda c: audit_for(c, job_id))
+
+
+def checkpoints(store_url: str, workspace: Path, job_id: str):
+    return read(store_url, workspace, lambda c: checkpoints_for(c, job_id))
+
+
+def workspaces(store_url: str, workspace: Path, job_id: str):
+    async def fn(conn):
+        return (await workspaces_for(conn, [job_id]))[job_id]
+
+    return read(store_url, workspace, fn)
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is `pgid`."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name is in parentheses and may hold spaces.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            alive.append(int(entry))
+    return alive

@@ -1,0 +1,121 @@
+"""Workers and hosts: many runs in one process, racing claims, leases, zombies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .conftest import Cli, wait_for, write_flow
+from .helpers import checkpoints, events, job
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
+def test_a_worker_hosting_three_runs_stops_one_and_completes_the_others(cli: Cli, tmp_path: Path):
+    flow = write_flow(tmp_path, "steps", 'name = "steps"\n' + "".join(f'[[agents]]\nname = "s{i}"\ncommand = "sleep 0.6; echo step {i}"\n' for i in range(4)))
+    ids = [cli.run("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(3)]
+    worker = cli.start("worker", "--concurrency", "3")
+    try:
+        wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status == "running" for i in ids), what="all three running")
+        assert len({job(cli.store_url, cli.workspace, i).pid for i in ids}) == 1, "one process hosts all three"
+        res = cli.run("stop", ids[1][:8])
+        assert res.returncode == 0 and "stop requested" in res.stdout
+        wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status in ("completed", "stopped") for i in ids), timeout=60, what="the runs to end")
+    finally:
+        stop_worker(worker)
+    statuses = [job(cli.store_url, cli.workspace, i).status for i in ids]
+    assert statuses == ["completed", "stopped", "completed"]
+    stopped = job(cli.store_url, cli.workspace, ids[1])
+    assert 1 <= stopped.step < 4
+
+
+def test_two_workers_racing_for_queued_runs_host_each_exactly_once(cli: Cli, tmp_path: Path):
+    ledger = tmp_path / "ledger"
+    flow = write_flow(tmp_path, "once", f'name = "once"\n[[agents]]\nname = "mark"\ncommand = "echo $SWARMKIT_RUN_ID $PPID >> {ledger}"\n')
+    ids = [cli.run("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(8)]
+    workers = [cli.start("worker", "--concurrency", "4") for _ in range(2)]
+    try:
+        wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status == "completed" for i in ids), timeout=60, what="every run to complete")
+    finally:
+        for w in workers:
+            stop_worker(w)
+    lines = ledger.read_text().split()
+    ran = lines[0::2]
+    for i in ids:
+        assert ran.count(i) == 1, f"{i[:8]} ran {ran.count(i)} times"
+        row = job(cli.store_url, cli.workspace, i)
+        assert row.epoch == 1
+        claims = [e for e in events(cli.store_url, cli.workspace, i) if e.kind == "run.claimed"]
+        assert len(claims) == 1
+
+
+def test_a_zombie_host_writes_nothing_after_its_run_is_resumed_elsewhere(cli: Cli, tmp_path: Path):
+    flow = write_flow(
+        tmp_path, "zombie",
+        'name = "zombie"\n[[agents]]\nname = "slow"\ncommand = "sleep 1.5; echo from $PPID"\n[[agents]]\nname = "second"\ncommand = "echo second from $PPID"\n',
+    )
+    zombie = cli.start("run", str(flow))
+    short = zombie.stdout.readline().split()[0]
+    wait_for(lambda: job(cli.store_url, cli.workspace, short).current_node == "slow", what="the first agent to start")
+    os.kill(zombie.pid, signal.SIGSTOP)
+    try:
+        # Past the lease (2 s in tests), another process resumes it: it is marked lost and claimed at epoch 2.
+        time.sleep(3.0)
+        res = cli.run("run", "--resume", short)
+        assert res.returncode == 0, res.stderr
+        assert "(was lost)" in res.stdout
+    finally:
+        os.kill(zombie.pid, signal.SIGCONT)
+    out, errs = zombie.communicate(timeout=30)
+    assert zombie.returncode == 1
+    assert "hosted elsewhere" in errs
+    row = job(cli.store_url, cli.workspace, short)
+    assert row.status == "completed" and row.epoch == 2
+    texts = [e.text for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "log"]
+    assert f"from {zombie.pid}" not in texts, "the zombie's line reached the store"
+    assert sum(t.startswith("from ") for t in texts) == 1
+    cps = checkpoints(cli.store_url, cli.workspace, row.id)
+    assert [c.epoch for c in cps if c.step > 0] == [2, 2]
+    # It stays as the live host left it.
+    time.sleep(0.5)
+    assert job(cli.store_url, cli.workspace, short).status == "completed"
+
+
+def test_a_run_whose_host_died_becomes_lost_and_resumes_from_its_checkpoint(cli: Cli, tmp_path: Path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # The second agent hangs the first time only, so the resumed run can finish.
+    second = f"if [ -e {marks}/second ]; then echo x >> {marks}/second; else echo x >> {marks}/second; sleep 30; fi"
+    flow = write_flow(
+        tmp_path, "dies",
+        f'name = "dies"\n[[agents]]\nname = "first"\ncommand = "echo x >> {marks}/first"\n'
+        f'[[agents]]\nname = "second"\ncommand = "{second}"\n[[agents]]\nname = "third"\ncommand = "echo x >> {marks}/third"\n',
+    )
+    host = cli.start("run", str(flow))
+    short = host.stdout.readline().split()[0]
+    wait_for(lambda: (marks / "second").exists(), what="the second agent")
+    os.kill(host.pid, signal.SIGKILL)
+    host.communicate()
+    t0 = time.monotonic()
+    wait_for(lambda: "lost" in cli.run("status").stdout, timeout=15, what="the run to be marked lost")
+    assert time.monotonic() - t0 < 8
+    row = job(cli.store_url, cli.workspace, short)
+    assert row.status == "lost" and row.step == 1
+    res = cli.run("run", "--resume", short)
+    assert res.returncode == 0, res.stderr
+    row = job(cli.store_url, cli.workspace, short)
+    assert row.status == "completed" and row.step == 3 and row.epoch == 2
+    assert (marks / "first").read_text() == "x\n", "a completed agent is not run again"
+    assert (marks / "second").read_text() == "x\nx\n", "the agent in flight runs again from the checkpoint"
+    assert (marks / "third").read_text() == "x\n"

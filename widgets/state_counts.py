@@ -1,0 +1,73 @@
+"""The console's header: which store, how many workers, counts per status, and how old the data is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rich.text import Text
+from textual.widgets import Static
+
+from .safe_text import safe
+from .status_badge import STATUS_ORDER, look_of
+from .tcss import load_css
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    store: str
+    workers: int | None = None  # None: not known yet
+    counts: Mapping[str, int] = field(default_factory=dict)
+    data_age: str = "no data yet"
+    stale: bool = False
+    view: str = ""
+    read_only: bool = False
+    clock: str = ""
+
+
+def summary_text(s: StoreSummary) -> Text:
+    line = Text(no_wrap=True, overflow="ellipsis", end="")
+    line.append("swarmkit ", style="bold")
+    line.append("store ", style="dim")
+    line.append(safe(s.store), style="bold")
+    line.append("   workers ", style="dim")
+    if s.workers is None:
+        line.append("?", style="dim")
+    else:
+        line.append(str(s.workers), style="bold green" if s.workers else "bold red")
+    line.append("   data ", style="dim")
+    line.append(safe(s.data_age), style="bold red" if s.stale else "")
+    if s.clock:
+        line.append("   " + safe(s.clock), style="dim")
+    if s.read_only:
+        line.append("   ")
+        line.append(" READ-ONLY ", style="bold black on yellow")
+    line.append("\n")
+    shown = [(status, n) for status in STATUS_ORDER if (n := s.counts.get(status, 0))]
+    shown += [(status, n) for status, n in sorted(s.counts.items()) if status not in STATUS_ORDER and n]
+    if not shown:
+        line.append("no runs", style="dim")
+    for i, (status, n) in enumerate(shown):
+        look = look_of(status)
+        if i:
+            line.append("  ")
+        line.append(f"{look.glyph} {look.word} ", style=look.style)
+        line.append(str(n), style="bold")
+    if s.view:
+        line.append("   · " + safe(s.view), style="dim")
+    return line
+
+
+class StateCounts(Static):
+    """Two lines: the store and its health, then counts per shown status."""
+
+    DEFAULT_CSS = load_css("state_counts.tcss")
+
+    def __init__(self, summary: StoreSummary, **kwargs) -> None:
+        super().__init__(summary_text(summary), **kwargs)
+        self.summary = summary
+
+    def show(self, summary: StoreSummary) -> None:
+        if summary != self.summary:
+            self.summary = summary
+            self.update(summary_text(summary))

@@ -1,0 +1,68 @@
+"""A status's word, glyph and colour: the one place that decides how a status looks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widgets import Static
+
+from .safe_text import safe
+from .tcss import load_css
+
+
+@dataclass(frozen=True)
+class StatusLook:
+    word: str
+    glyph: str
+    style: str
+    meaning: str
+
+
+# Every status an operator can meet has its own word and colour, and a glyph
+# so that the table still reads on a monochrome terminal or in a screenshot.
+STATUS_LOOKS: dict[str, StatusLook] = {
+    "queued": StatusLook("queued", "○", "cyan", "waiting for a worker to claim it"),
+    "running": StatusLook("running", "●", "bold green", "an agent is at work"),
+    "stopping": StatusLook("stopping", "◐", "bold yellow", "stop requested; stops at the next agent boundary"),
+    "cancelling": StatusLook("cancelling", "◍", "bold red", "cancel requested; its host is interrupting it"),
+    "stalled": StatusLook("stalled", "◌", "bold dark_orange", "running, but no sign of work for a while"),
+    "stopped": StatusLook("stopped", "■", "yellow", "parked at a boundary; resumable, nothing lost"),
+    "deferred": StatusLook("deferred", "◆", "bold magenta", "waiting at a gate for a human's approval"),
+    "lost": StatusLook("lost", "◇", "bold bright_red", "its host stopped heart-beating; resumable"),
+    "completed": StatusLook("completed", "✓", "green", "ended: every agent finished"),
+    "failed": StatusLook("failed", "✗", "red", "ended: the flow chose to end (an agent raised)"),
+    "faulted": StatusLook("faulted", "‼", "bold white on red", "ended: the runtime itself broke; workspaces kept"),
+    "cancelled": StatusLook("cancelled", "⊘", "bright_black", "ended for good by a cancel"),
+}
+
+STATUS_ORDER: tuple[str, ...] = tuple(STATUS_LOOKS)
+
+
+def look_of(status: str) -> StatusLook:
+    look = STATUS_LOOKS.get(status)
+    if look is None:
+        # A status this console does not know (a newer writer?): shown, never trusted.
+        word = safe(status, 16)
+        return StatusLook(word, "?", "reverse", "a status this console does not know")
+    return look
+
+
+def status_text(status: str) -> Text:
+    look = look_of(status)
+    return Text(f"{look.glyph} {look.word}", style=look.style, no_wrap=True, end="")
+
+
+class StatusBadge(Static):
+    """One status, as the table shows it."""
+
+    DEFAULT_CSS = load_css("status_badge.tcss")
+
+    def __init__(self, status: str = "", **kwargs) -> None:
+        super().__init__(status_text(status) if status else Text(""), **kwargs)
+        self.status = status
+
+    def set_status(self, status: str) -> None:
+        if status != self.status:
+            self.status = status
+            self.update(status_text(status))
