@@ -54,6 +54,18 @@ class AgentContext:
         self.usage.add(tokens, cost)
 
 
+_CALLS: dict[tuple[str, str | None], Callable[..., Any]] = {}
+
+
+def _resolved(spec: str, flow_path: str | None) -> Callable[..., Any]:
+    """Import an agent's callable once per process, not once per node."""
+    key = (spec, flow_path)
+    fn = _CALLS.get(key)
+    if fn is None:
+        fn = _CALLS[key] = resolve_call(spec, flow_path)
+    return fn
+
+
 def _take_usage(output: dict[str, Any], usage: Usage, node: str) -> dict[str, Any]:
     raw = output.pop(USAGE_KEY, None)
     if raw is None:
@@ -72,7 +84,7 @@ async def run_call(
     ctx: AgentContext,
     flow_path: str | None,
 ) -> tuple[dict[str, Any], Usage]:
-    fn = resolve_call(agent.call or "", flow_path)
+    fn = _resolved(agent.call or "", flow_path)
     try:
         if inspect.iscoroutinefunction(fn):
             result = await fn(ctx)

@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable, TypeVar
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
 
-from store import STORE_FAULTS, Store
-from store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, RUNNING, STOPPED, checkpoints, events, jobs
+from store import STORE_FAULTS, Store, is_transient
+from store.models import UTCDateTime, CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, RUNNING, STOPPED, checkpoints, events, jobs
 from store.queries import get_job, latest_checkpoint
 from store.records import utcnow
 
@@ -37,6 +38,7 @@ from .settings import Settings
 from .workspaces import apply_policy, ensure_workspace
 
 log = logging.getLogger("swarmkit.executor")
+T = TypeVar("T")
 
 # Log lines are written in batches: at most this long after they were printed.
 EVENT_FLUSH_S = 0.1
@@ -67,34 +69,88 @@ _FLAG_COLS = (
 )
 
 
+# Statements of the hot path, built once: building a statement costs more than
+# running it on SQLite (measured in bench/per_node.py).
+_NOW = bindparam("b_now", type_=UTCDateTime())
+_MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), jobs.c.status == RUNNING)
+_FLAGS = select(*_FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
+_TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW)
+_HEARTBEAT = update(jobs).where(*_MINE).values(heartbeat_at=_NOW).returning(*_FLAG_COLS)
+_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW).returning(*_FLAG_COLS)
+_CHECKPOINT = (
+    update(jobs)
+    .where(*_MINE)
+    .values(
+        step=bindparam("b_step"),
+        tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
+        cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
+        current_node=bindparam("b_node"),
+        updated_at=_NOW,
+        last_event_at=_NOW,
+    )
+    .returning(*_FLAG_COLS)
+)
+_CHECKPOINT_DONE = select(checkpoints.c.epoch).where(checkpoints.c.job_id == bindparam("b_id"), checkpoints.c.step == bindparam("b_step"))
+_INSERT_CHECKPOINT = insert(checkpoints)
+_INSERT_EVENTS = insert(events)
+
+
 async def read_flags(store: Store, job_id: str) -> Flags | None:
     """One primary-key SELECT of the flag columns, in a fresh transaction.
 
     Not `session.get` and not a long-lived session: an identity map or a held
     read snapshot can keep answering "not stopped" after another process set it.
     """
-    async with store.read() as conn:
-        row = (await conn.execute(select(*_FLAG_COLS).where(jobs.c.id == job_id))).first()
-    return Flags(*row) if row else None
+
+    def tx(conn) -> Flags | None:
+        row = conn.execute(_FLAGS, dict(b_id=job_id)).first()
+        return Flags(*row) if row else None
+
+    return await store.run_read(tx)
 
 
 class EventSink:
-    """Batches log lines into the events table, fenced by the host's epoch."""
+    """Buffers log lines; they reach the events table in batches, fenced by the host's epoch.
+
+    Lines also ride along in the checkpoint's transaction, so a completed node's
+    lines are always committed with it.
+    """
 
     def __init__(self, host: "RunHost"):
         self.host = host
         self.pending: list[dict[str, Any]] = []
+        # Sync `call` agents log from a worker thread: the buffer swap and the
+        # appends must not interleave, or a line is lost.
+        self._plock = threading.Lock()
+        self._event_loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self._lock = asyncio.Lock()
+        # Held by every write of events, so ids follow the order lines were printed.
+        self.lock = asyncio.Lock()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"events-{self.host.job_id[:8]}")
 
     def emit(self, kind: str, text: str, node: str | None = None, step: int | None = None) -> None:
-        self.pending.append(dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=text))
-        if len(self.pending) >= EVENT_BATCH:
-            self._wake.set()
+        record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=text)
+        with self._plock:
+            self.pending.append(record)
+            full = len(self.pending) >= EVENT_BATCH
+        if full:
+            if threading.get_ident() == self._loop_thread:
+                self._wake.set()
+            else:
+                self._event_loop.call_soon_threadsafe(self._wake.set)
+
+    def take(self) -> list[dict[str, Any]]:
+        with self._plock:
+            batch, self.pending = self.pending, []
+        return batch
+
+    def give_back(self, batch: list[dict[str, Any]]) -> None:
+        with self._plock:
+            self.pending[:0] = batch
 
     async def _loop(self) -> None:
         while True:
@@ -112,16 +168,20 @@ class EventSink:
                 log.warning("writing events for %s failed: %s", self.host.job_id[:8], exc)
 
     async def flush(self) -> None:
-        async with self._lock:
-            if not self.pending:
+        async with self.lock:
+            batch = self.take()
+            if not batch:
                 return
-            batch, self.pending = self.pending, []
+            host = self.host
+
+            def tx(conn) -> None:
+                host.touch(conn)
+                conn.execute(_INSERT_EVENTS, batch)
+
             try:
-                async with self.host.store.write() as conn:
-                    await self.host.fenced_touch(conn)
-                    await conn.execute(insert(events), batch)
+                await host.store.run_write(tx)
             except BaseException:
-                self.pending[:0] = batch
+                self.give_back(batch)
                 raise
 
     async def close(self) -> None:
@@ -158,7 +218,7 @@ class RunHost:
         self.final_status: str | None = None
         self.workspace = store.loc.runs_dir / job_id
 
-    # --- fencing ------------------------------------------------------------
+    # --- fencing and retries ------------------------------------------------------
 
     def fence(self) -> None:
         """Our epoch is gone: stop everything and write nothing more."""
@@ -168,39 +228,71 @@ class RunHost:
             if self._node_task and not self._node_task.done():
                 self._node_task.cancel()
 
-    async def fenced_touch(self, conn, **values: Any) -> None:
-        """The first statement of every host write: proves the epoch, or raises FencedError."""
-        values.setdefault("last_event_at", utcnow())
-        res = await conn.execute(
-            update(jobs).where(jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING).values(**values)
-        )
-        if res.rowcount != 1:
+    def _mine(self):
+        return (jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
+
+    def _params(self, **more: Any) -> dict[str, Any]:
+        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=utcnow(), **more)
+
+    def touch(self, conn, stmt=_TOUCH, **params: Any) -> Flags | None:
+        """The first statement of every host write: proves the epoch, or raises FencedError.
+
+        The statements with RETURNING read the flags back. They run under the
+        write lock (SQLite) or the row lock (PostgreSQL), so what they return is
+        the latest committed value, never a cached or snapshot one.
+        """
+        result = conn.execute(stmt, self._params(**params))
+        if stmt is _TOUCH:
+            if result.rowcount != 1:
+                raise FencedError(self.job_id)
+            return None
+        row = result.first()
+        if row is None:
             raise FencedError(self.job_id)
+        return Flags(*row)
+
+    async def _retrying(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Ride out a dropped connection or a briefly absent store, within part of the lease.
+
+        Past that the run is someone else's to mark lost; give up and let the
+        caller fault or fence.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(2 * self.settings.heartbeat_s, 0.6 * self.settings.lease_s)
+        delay = 0.05
+        while True:
+            try:
+                return await op()
+            except FencedError:
+                raise
+            except Exception as exc:
+                if not is_transient(exc) or loop.time() >= deadline:
+                    raise
+                log.warning("run %s: %s failed (%s); retrying", self.job_id[:8], what, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _flush(self) -> None:
+        await self._retrying("writing events", self.sink.flush)
 
     # --- heartbeat and cancel watch --------------------------------------------
 
     async def _heartbeat(self) -> None:
+        def tx(conn) -> Flags:
+            return self.touch(conn, _HEARTBEAT)
+
         while not self._fenced:
             await asyncio.sleep(self.settings.heartbeat_s)
             try:
-                async with self.store.write() as conn:
-                    row = (
-                        await conn.execute(
-                            update(jobs)
-                            .where(jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
-                            .values(heartbeat_at=utcnow())
-                            .returning(*_FLAG_COLS)
-                        )
-                    ).first()
+                flags = await self.store.run_write(tx)
+            except FencedError:
+                self.fence()
+                return
             except STORE_FAULTS as exc:
                 # Keep trying: if the store stays away past the lease, someone
                 # marks the run lost and our next write is fenced.
                 log.warning("heartbeat for %s failed: %s", self.job_id[:8], exc)
                 continue
-            if row is None:
-                self.fence()
-                return
-            flags = Flags(*row)
             if flags.cancel_requested_at is not None and self._cancel is None:
                 self._cancel = flags
                 if self._node_task and not self._node_task.done():
@@ -208,11 +300,8 @@ class RunHost:
 
     # --- the node boundary ---------------------------------------------------
 
-    async def node_fn(self, step: int, agent: Agent, state: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
-        """The one boundary every agent goes through; then the agent itself."""
-        flags = await read_flags(self.store, self.job_id)
-        if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
-            raise FencedError(self.job_id)
+    def _decide(self, flags: Flags, step: int, agent: Agent) -> None:
+        """What the flags say at the boundary before `agent`: go on, or raise."""
         if flags.cancel_requested_at is not None:
             self._cancel = flags
             raise RunCancelledError(self.job_id)
@@ -223,13 +312,78 @@ class RunHost:
         if agent.approve and flags.approved_step != step:
             raise GateDeferredError(agent.name, step, f"waiting for approval at {agent.name}")
 
-        now = utcnow()
-        async with self.store.write() as conn:
-            await self.fenced_touch(conn, current_node=agent.name, updated_at=now, last_event_at=now)
-            await conn.execute(
-                insert(events).values(job_id=self.job_id, at=now, kind="node.started", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name}")
-            )
+    def _clear(self, flags: Flags, step: int, agent: Agent) -> bool:
+        try:
+            self._decide(flags, step, agent)
+        except (RunCancelledError, HITLDeferredError):
+            return False
+        return True
 
+    def _started_event(self, step: int, agent: Agent, now) -> dict[str, Any]:
+        return dict(job_id=self.job_id, at=now, kind="node.started", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name}")
+
+    async def enter(self, step: int, agent: Agent) -> None:
+        """The boundary before the first node this host runs: no checkpoint to write, only the flags."""
+
+        def tx(conn) -> Flags:
+            flags = self.touch(conn, _ENTER, b_node=agent.name)
+            if self._clear(flags, step, agent):
+                conn.execute(_INSERT_EVENTS, [self._started_event(step, agent, utcnow())])
+            return flags
+
+        flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx))
+        self._decide(flags, step, agent)
+
+    async def checkpoint_and_enter(self, step: int, agent: Agent, state: dict[str, Any], usage: Usage, nxt: Agent | None) -> None:
+        """Checkpoint `agent` (node `step`) and, in the same transaction, read the flags for the next boundary.
+
+        One write transaction a node: the state, its lines, node.finished, the
+        usage, and the flags read back fresh under the write lock. If they say
+        go on, node.started for the next agent is written with them.
+        """
+        state_text = state_json(state)
+
+        def tx(conn, batch: list[dict[str, Any]], retry: bool) -> Flags:
+            now = utcnow()
+            if retry:
+                done = conn.execute(_CHECKPOINT_DONE, dict(b_id=self.job_id, b_step=step + 1)).first()
+                if done is not None and done.epoch == self.epoch:
+                    # The first attempt committed; only its answer was lost.
+                    row = conn.execute(_FLAGS, dict(b_id=self.job_id)).first()
+                    flags = Flags(*row)
+                    if flags.epoch != self.epoch or flags.status != RUNNING:
+                        raise FencedError(self.job_id)
+                    return flags
+            flags = self.touch(
+                conn, _CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens, b_cost=usage.cost, b_node=nxt.name if nxt else agent.name,
+            )
+            conn.execute(_INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))
+            usage_text = f" ({usage.tokens} tokens, ${usage.cost:.4f})" if usage.tokens or usage.cost else ""
+            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name} done{usage_text}")]
+            if nxt is not None and self._clear(flags, step + 1, nxt):
+                rows.append(self._started_event(step + 1, nxt, now))
+            conn.execute(_INSERT_EVENTS, rows)
+            return flags
+
+        async with self.sink.lock:
+            batch = self.sink.take()
+            attempts = [0]
+
+            async def op() -> Flags:
+                attempts[0] += 1
+                return await self.store.run_write(lambda conn: tx(conn, batch, attempts[0] > 1))
+
+            try:
+                flags = await self._retrying("the checkpoint", op)
+            except FencedError:
+                raise
+            except BaseException:
+                self.sink.give_back(batch)
+                raise
+        if nxt is not None:
+            self._decide(flags, step + 1, nxt)
+
+    async def run_agent(self, step: int, agent: Agent, state: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
         def emit(line: str) -> None:
             self.sink.emit("log", line, agent.name, step)
             if self.on_line:
@@ -247,6 +401,9 @@ class RunHost:
             ctx = make_context(self.job_id, agent, step, state, self.workspace, emit)
             coro = run_call(agent, ctx, self.flow.path)
         self._node_task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
+        if self._cancel is not None or self._fenced:
+            # The heartbeat saw a cancel (or lost our epoch) while the node was being set up.
+            self._node_task.cancel()
         await asyncio.wait({self._node_task})
         task, self._node_task = self._node_task, None
         if self._fenced:
@@ -257,36 +414,36 @@ class RunHost:
             raise asyncio.CancelledError()
         return task.result()
 
-    async def _checkpoint(self, step: int, agent: Agent, state: dict[str, Any], usage: Usage) -> None:
-        await self.sink.flush()
-        now = utcnow()
-        async with self.store.write() as conn:
-            await self.fenced_touch(
-                conn, step=step + 1, tokens=jobs.c.tokens + usage.tokens, cost=jobs.c.cost + usage.cost, updated_at=now, last_event_at=now
-            )
-            await conn.execute(insert(checkpoints).values(job_id=self.job_id, step=step + 1, node=agent.name, state=state_json(state), epoch=self.epoch, created_at=now))
-            usage_text = f" ({usage.tokens} tokens, ${usage.cost:.4f})" if usage.tokens or usage.cost else ""
-            await conn.execute(
-                insert(events).values(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name} done{usage_text}")
-            )
+    async def node_fn(self, step: int, agent: Agent, state: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
+        """The boundary and the agent, for a node entered on its own (the first this host runs)."""
+        await self.enter(step, agent)
+        return await self.run_agent(step, agent, state)
 
     # --- ends ----------------------------------------------------------------
 
-    async def _end(self, status: str, *, error: str | None = None, allow_if_cancel: bool = False, **extra: Any) -> bool:
+    async def _already(self, conn, status: str) -> bool:
+        """After a lost commit answer: did our first attempt already move the row?"""
+        job = await get_job(conn, self.job_id)
+        return job is not None and job.epoch == self.epoch and job.status == status
+
+    async def _end(self, status: str, *, error: str | None = None, allow_if_cancel: bool = False) -> bool:
         """Move running -> an end state at our epoch. False when a cancel got there first."""
-        now = utcnow()
-        cond = [jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING]
+        cond = [*self._mine()]
         if not allow_if_cancel:
             cond.append(jobs.c.cancel_requested_at.is_(None))
-        values: dict[str, Any] = dict(status=status, updated_at=now, error=error, **extra)
-        if status in (COMPLETED, FAILED, FAULTED, CANCELLED):
-            values["ended_at"] = now
-            values["current_node"] = None
-        async with self.store.write() as conn:
-            res = await conn.execute(update(jobs).where(*cond).values(**values))
-            if res.rowcount != 1:
-                return False
-            await self._after_end(conn, status, error, now)
+
+        async def op() -> bool:
+            now = utcnow()
+            values: dict[str, Any] = dict(status=status, updated_at=now, error=error, ended_at=now, current_node=None)
+            async with self.store.write() as conn:
+                res = await conn.execute(update(jobs).where(*cond).values(**values))
+                if res.rowcount != 1:
+                    return await self._already(conn, status)
+                await self._after_end(conn, status, error, now)
+            return True
+
+        if not await self._retrying(f"ending the run {status}", op):
+            return False
         self.final_status = status
         return True
 
@@ -305,49 +462,53 @@ class RunHost:
             await apply_policy(conn, jid, destroy=False, runs_dir=self.store.loc.runs_dir, reason="faulted")
 
     async def _end_cancelled(self, step: int, node: str | None) -> None:
-        flags = self._cancel or await read_flags(self.store, self.job_id)
+        flags = self._cancel or await self._retrying("reading the cancel", lambda: read_flags(self.store, self.job_id))
         keep = bool(flags.cancel_keep) if flags else False
         actor = (flags.cancel_requested_by if flags else None) or "unknown"
-        now = utcnow()
-        async with self.store.write() as conn:
-            res = await conn.execute(
-                update(jobs)
-                .where(jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
-                .values(status=CANCELLED, ended_at=now, updated_at=now, current_node=None)
-            )
-            if res.rowcount != 1:
-                raise FencedError(self.job_id)
-            said = await apply_policy(conn, self.job_id, destroy=not keep, runs_dir=self.store.loc.runs_dir, reason="cancelled")
-            where = f"at {node} ({step + 1}/{self.flow.steps})" if node else "before any agent"
-            await record_event(conn, self.job_id, "run.cancelled", f"cancelled {where} by {actor}; workspaces {'kept' if keep else 'destroyed'}", node=node, step=step, at=now)
-            await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step, "workspaces": said}, at=now)
+
+        async def op() -> None:
+            now = utcnow()
+            async with self.store.write() as conn:
+                res = await conn.execute(update(jobs).where(*self._mine()).values(status=CANCELLED, ended_at=now, updated_at=now, current_node=None))
+                if res.rowcount != 1:
+                    if await self._already(conn, CANCELLED):
+                        return
+                    raise FencedError(self.job_id)
+                said = await apply_policy(conn, self.job_id, destroy=not keep, runs_dir=self.store.loc.runs_dir, reason="cancelled")
+                where = f"at {node} ({step + 1}/{self.flow.steps})" if node else "after its last agent"
+                await record_event(conn, self.job_id, "run.cancelled", f"cancelled {where} by {actor}; workspaces {'kept' if keep else 'destroyed'}", node=node, step=step, at=now)
+                await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step, "workspaces": said}, at=now)
+
+        await self._retrying("ending the run cancelled", op)
         self.final_status = CANCELLED
 
     async def _park(self, exc: HITLDeferredError) -> None:
         stopped = isinstance(exc, RunStoppedError)
         status = STOPPED if stopped else DEFERRED
-        now = utcnow()
-        values: dict[str, Any] = dict(status=status, updated_at=now, current_node=exc.node)
+        values: dict[str, Any] = dict(status=status, current_node=exc.node)
         if not stopped:
             values["pending_gate"] = exc.node
-        async with self.store.write() as conn:
-            res = await conn.execute(
-                update(jobs)
-                .where(jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING, jobs.c.cancel_requested_at.is_(None))
-                .values(**values)
-            )
-            if res.rowcount != 1:
-                job = await get_job(conn, self.job_id)
-                if job and job.status == RUNNING and job.epoch == self.epoch and job.cancel_requested_at is not None:
-                    raise RunCancelledError(self.job_id)
-                raise FencedError(self.job_id)
-            boundary = f"before {exc.node} ({exc.step + 1}/{self.flow.steps})"
-            if stopped:
-                actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
-                await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
-                await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": exc.step}, at=now)
-            else:
-                await record_event(conn, self.job_id, "run.deferred", f"waiting for approval {boundary}", node=exc.node, step=exc.step, at=now)
+
+        async def op() -> None:
+            now = utcnow()
+            async with self.store.write() as conn:
+                res = await conn.execute(update(jobs).where(*self._mine(), jobs.c.cancel_requested_at.is_(None)).values(updated_at=now, **values))
+                if res.rowcount != 1:
+                    if await self._already(conn, status):
+                        return
+                    job = await get_job(conn, self.job_id)
+                    if job and job.status == RUNNING and job.epoch == self.epoch and job.cancel_requested_at is not None:
+                        raise RunCancelledError(self.job_id)
+                    raise FencedError(self.job_id)
+                boundary = f"before {exc.node} ({exc.step + 1}/{self.flow.steps})"
+                if stopped:
+                    actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
+                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
+                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": exc.step}, at=now)
+                else:
+                    await record_event(conn, self.job_id, "run.deferred", f"waiting for approval {boundary}", node=exc.node, step=exc.step, at=now)
+
+        await self._retrying(f"parking the run {status}", op)
         self.final_status = status
 
     # --- the run ---------------------------------------------------------------
@@ -366,42 +527,51 @@ class RunHost:
         step = 0
         node: str | None = None
         try:
-            async with self.store.write() as conn:
-                await self.fenced_touch(conn)
-                self.workspace = await ensure_workspace(conn, self.store.loc.runs_dir, self.job_id)
-                cp = await latest_checkpoint(conn, self.job_id)
+            async def claim_here():
+                async with self.store.write() as conn:
+                    await conn.run_sync(lambda c: self.touch(c))
+                    self.workspace = await ensure_workspace(conn, self.store.loc.runs_dir, self.job_id)
+                    return await latest_checkpoint(conn, self.job_id)
+
+            cp = await self._retrying("taking the run", claim_here)
             state: dict[str, Any] = json.loads(cp.state) if cp else {"inputs": {}}
             step = cp.step if cp else 0
             self.sink.start()
             heartbeat = asyncio.create_task(self._heartbeat(), name=f"heartbeat-{self.job_id[:8]}")
+            if step < self.flow.steps:
+                node = self.flow.agents[step].name
+                await self.enter(step, self.flow.agents[step])
             for i in range(step, self.flow.steps):
                 agent = self.flow.agents[i]
                 step, node = i, agent.name
-                output, usage = await self.node_fn(i, agent, state)
+                output, usage = await self.run_agent(i, agent, state)
                 state = {**state, **output}
-                await self._checkpoint(i, agent, state, usage)
+                nxt = self.flow.agents[i + 1] if i + 1 < self.flow.steps else None
+                if nxt is not None:
+                    step, node = i + 1, nxt.name
+                await self.checkpoint_and_enter(i, agent, state, usage, nxt)
             step, node = self.flow.steps, None
-            await self.sink.flush()
+            await self._flush()
             if not await self._end(COMPLETED):
                 raise RunCancelledError(self.job_id)
         except HITLDeferredError as exc:
             try:
-                await self.sink.flush()
+                await self._flush()
                 await self._park(exc)
             except RunCancelledError:
                 await self._end_cancelled(step, node)
         except RunCancelledError:
-            await self.sink.flush()
+            await self._flush()
             await self._end_cancelled(step, node)
         except FencedError:
             self._fenced = True
             self.final_status = "fenced"
         except AgentFailed as exc:
-            await self.sink.flush()
+            await self._flush()
             if not await self._end(FAILED, error=str(exc)):
                 await self._end_cancelled(step, node)
         except FlowError as exc:
-            await self.sink.flush()
+            await self._flush()
             if not await self._end(FAILED, error=str(exc)):
                 await self._end_cancelled(step, node)
         except asyncio.CancelledError:
@@ -413,7 +583,7 @@ class RunHost:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             log.exception("run %s faulted", self.job_id[:8])
             try:
-                await self.sink.flush()
+                await self._flush()
             except Exception:
                 pass
             try:
@@ -423,6 +593,10 @@ class RunHost:
             except Exception:
                 self.final_status = FAULTED
         finally:
+            if self._node_task and not self._node_task.done():
+                # Leaving: nothing may keep running for a run this host no longer tends.
+                self._node_task.cancel()
+                await asyncio.gather(self._node_task, return_exceptions=True)
             if heartbeat:
                 heartbeat.cancel()
                 await asyncio.gather(heartbeat, return_exceptions=True)

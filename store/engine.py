@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator
 
-from sqlalchemy import event
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -141,8 +141,21 @@ def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
     )
 
 
-def _install_sqlite_hooks(engine: AsyncEngine) -> None:
-    sync_engine = engine.sync_engine
+def make_sync_engine(loc: StoreLocation) -> Engine:
+    """A stdlib-driver engine on the same SQLite file, for one dedicated thread."""
+    assert loc.is_sqlite
+    engine = create_engine(
+        loc.url.set(drivername="sqlite+pysqlite"),
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
+        pool_size=2,
+        max_overflow=2,
+    )
+    _install_sqlite_hooks(engine)
+    return engine
+
+
+def _install_sqlite_hooks(engine: AsyncEngine | Engine) -> None:
+    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection, _record):

@@ -231,13 +231,13 @@ async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(sto
 
 
 def test_a_stop_never_goes_missing_on_a_hundred_near_instant_agents(cli: Cli, tmp_path: Path):
-    (tmp_path / "quick.py").write_text("import time\ndef tick(ctx):\n    time.sleep(0.005)\n    return {ctx.node: ctx.step}\n")
+    (tmp_path / "quick.py").write_text("import time\ndef tick(ctx):\n    time.sleep(0.03)\n    return {ctx.node: ctx.step}\n")
     body = 'name = "hundred"\n' + "".join(f'[[agents]]\nname = "t{i:03d}"\ncall = "quick:tick"\n' for i in range(100))
     flow = write_flow(tmp_path, "hundred", body)
     for attempt in range(3):
         proc = cli.start("run", str(flow))
         short = proc.stdout.readline().split()[0]
-        seen = wait_for(lambda: (j := job(cli.store_url, cli.workspace, short)) and j.step >= 10 + attempt * 20 and j, what="some agents to finish")
+        seen = wait_for(lambda: (j := job(cli.store_url, cli.workspace, short)) and j.step >= 5 + attempt * 15 and j, what="some agents to finish")
         res = cli.run("stop", short)
         proc.communicate(timeout=60)
         row = job(cli.store_url, cli.workspace, short)
@@ -288,3 +288,22 @@ def test_command_agents_see_their_environment_and_inputs(cli: Cli, tmp_path: Pat
     lines = [e.text for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "log"]
     assert f"node=look run={row.id}" in lines and "operator" in lines
     assert json.loads(row.inputs) == {"who": "operator", "n": "1"}
+
+
+def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_boundary(cli: Cli, tmp_path: Path):
+    """Instant agents; one of them asks another process to stop the run. It must stop right after."""
+    (tmp_path / "instant.py").write_text("def tick(ctx):\n    return {ctx.node: ctx.step}\n")
+    stop_cmd = f"{sys.executable} -m runtime.cli stop --store '{cli.store_url}' $SWARMKIT_RUN_ID"
+    for at in (0, 57, 98):
+        body = 'name = "instant"\n'
+        for i in range(100):
+            if i == at:
+                body += f'[[agents]]\nname = "t{i:03d}"\ncommand = "{stop_cmd}"\n'
+            else:
+                body += f'[[agents]]\nname = "t{i:03d}"\ncall = "instant:tick"\n'
+        flow = write_flow(tmp_path, f"instant{at}", body)
+        res = cli.run("run", str(flow))
+        assert res.returncode == 0, res.stderr
+        row = job(cli.store_url, cli.workspace, res.stdout.split()[0])
+        assert row.status == "stopped", f"stop sent during agent {at} was missed: {row.status}"
+        assert row.step == at + 1 and row.current_node == f"t{at + 1:03d}"

@@ -119,3 +119,53 @@ def test_a_run_whose_host_died_becomes_lost_and_resumes_from_its_checkpoint(cli:
     assert (marks / "first").read_text() == "x\n", "a completed agent is not run again"
     assert (marks / "second").read_text() == "x\nx\n", "the agent in flight runs again from the checkpoint"
     assert (marks / "third").read_text() == "x\n"
+
+
+def test_approve_records_the_gate_and_a_worker_finishes_the_run(cli: Cli, tmp_path: Path):
+    flow = write_flow(
+        tmp_path, "gated",
+        'name = "gated"\n[[agents]]\nname = "prepare"\ncommand = "echo ready"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "echo shipped"\n',
+    )
+    res = cli.run("run", str(flow), check=True)
+    short = res.stdout.split()[0]
+    assert "waiting for approval at ship" in res.stdout
+    row = job(cli.store_url, cli.workspace, short)
+    assert row.status == "deferred" and row.pending_gate == "ship" and row.step == 1
+    res = cli.run("approve", short, env={"SWARMKIT_ACTOR": "carol@desk"})
+    assert res.returncode == 0 and "approved 'ship'" in res.stdout
+    worker = cli.start("worker")
+    try:
+        wait_for(lambda: job(cli.store_url, cli.workspace, short).status == "completed", timeout=60, what="the approved run to complete")
+    finally:
+        stop_worker(worker)
+    from .helpers import audit
+
+    acts = [(a.action, a.actor) for a in audit(cli.store_url, cli.workspace, row.id)]
+    assert ("gate.approved", "carol@desk") in acts and ("run.resumed", "carol@desk") in acts
+    texts = [e.text for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "log"]
+    assert texts == ["ready", "shipped"], "the gate runs once, after approval"
+
+
+def test_logs_follow_until_the_run_ends(cli: Cli, tmp_path: Path):
+    flow = write_flow(tmp_path, "talk", 'name = "talk"\n[[agents]]\nname = "say"\ncommand = "for i in 1 2 3 4 5; do echo line $i; sleep 0.2; done"\n')
+    run = cli.start("run", str(flow))
+    short = run.stdout.readline().split()[0]
+    follow = cli.start("logs", short, "-f")
+    out, errs = follow.communicate(timeout=60)
+    run.communicate(timeout=60)
+    assert follow.returncode == 0, errs
+    for i in range(1, 6):
+        assert f"say | line {i}" in out
+    assert out.rstrip().endswith(f"-- {short} is completed --")
+
+
+def test_a_worker_drains_on_sigterm_stopping_its_runs_at_their_boundary(cli: Cli, tmp_path: Path):
+    flow = write_flow(tmp_path, "long", 'name = "long"\n[[agents]]\nname = "a"\ncommand = "sleep 1"\n[[agents]]\nname = "b"\ncommand = "sleep 1"\n')
+    short = cli.run("run", "--detach", str(flow), check=True).stdout.strip()[:8]
+    worker = cli.start("worker")
+    wait_for(lambda: job(cli.store_url, cli.workspace, short).status == "running", what="the run to start")
+    worker.send_signal(signal.SIGTERM)
+    out, _ = worker.communicate(timeout=30)
+    assert worker.returncode == 0
+    row = job(cli.store_url, cli.workspace, short)
+    assert row.status == "stopped" and row.stop_requested_by.startswith("worker ")
