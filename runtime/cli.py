@@ -354,7 +354,14 @@ COMMANDS: dict[str, Callable[[Any], Awaitable[int]]] = {
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("SWARMKIT_LOG", "WARNING").upper(), format="swarmkit: %(name)s: %(message)s")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # argparse fills a `*` positional from one contiguous stretch only, so
+    # `run flow.toml --input k=v WORKSPACE` would leave WORKSPACE over.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "args") and not any(e.startswith("-") for e in extra):
+            args.args = list(args.args) + extra
+        else:
+            parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")
     try:
         return asyncio.run(COMMANDS[args.verb](args))
     except UsageError as exc:

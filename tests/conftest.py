@@ -181,3 +181,15 @@ async def await_for(predicate, timeout: float = 30.0, interval: float = 0.05, wh
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+def hold(gates: Path, name: str) -> str:
+    """A shell snippet that waits until the test calls release(gates, name): timing-free agents."""
+    gates.mkdir(parents=True, exist_ok=True)
+    return f"while [ ! -e {gates}/{name} ]; do sleep 0.02; done"
+
+
+def release(gates: Path, *names: str) -> None:
+    gates.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (gates / name).touch()

@@ -20,7 +20,7 @@ from runtime.flow import parse_flow
 from store import Store
 from store.models import JOB_COLUMNS, Job
 
-from .conftest import Cli, child_env, wait_for, write_flow
+from .conftest import Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, events, group_alive, job, workspaces
 
 ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
@@ -137,11 +137,13 @@ async def test_an_ambiguous_prefix_lists_the_candidates(store_url, workspace: Pa
 
 
 def test_stop_twice_rereports_and_resume_clears(cli: Cli, tmp_path: Path):
-    flow = write_flow(tmp_path, "long", 'name = "long"\n[[agents]]\nname = "wait"\ncommand = "sleep 2"\n[[agents]]\nname = "after"\ncommand = "true"\n')
+    gates = tmp_path / "gates"
+    flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "wait"\ncommand = "{hold(gates, "wait")}"\n[[agents]]\nname = "after"\ncommand = "true"\n')
     proc = cli.start("run", str(flow))
     short = proc.stdout.readline().split()[0]
     first = cli.run("stop", short, env={"SWARMKIT_ACTOR": "alice@desk"})
     second = cli.run("stop", short, env={"SWARMKIT_ACTOR": "bob@desk"})
+    release(gates, "wait")
     assert "stop requested" in first.stdout
     assert second.returncode == 0 and "stop already requested" in second.stdout and "alice@desk" in second.stdout
     proc.communicate(timeout=30)
@@ -231,19 +233,26 @@ async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(sto
 
 
 def test_a_stop_never_goes_missing_on_a_hundred_near_instant_agents(cli: Cli, tmp_path: Path):
-    (tmp_path / "quick.py").write_text("import time\ndef tick(ctx):\n    time.sleep(0.03)\n    return {ctx.node: ctx.step}\n")
-    body = 'name = "hundred"\n' + "".join(f'[[agents]]\nname = "t{i:03d}"\ncall = "quick:tick"\n' for i in range(100))
+    gates = tmp_path / "gates"
+    (tmp_path / "quick.py").write_text("import time\ndef tick(ctx):\n    time.sleep(0.01)\n    return {ctx.node: ctx.step}\n")
+    # The second-to-last agent waits for the test, so wherever the stop lands, a boundary is still ahead.
+    body = 'name = "hundred"\n'
+    for i in range(100):
+        body += f'[[agents]]\nname = "t{i:03d}"\n' + (f'command = "{hold(gates, "last")}"\n' if i == 98 else 'call = "quick:tick"\n')
     flow = write_flow(tmp_path, "hundred", body)
     for attempt in range(3):
+        (gates / "last").unlink(missing_ok=True)
         proc = cli.start("run", str(flow))
         short = proc.stdout.readline().split()[0]
         seen = wait_for(lambda: (j := job(cli.store_url, cli.workspace, short)) and j.step >= 5 + attempt * 15 and j, what="some agents to finish")
         res = cli.run("stop", short)
+        release(gates, "last")
         proc.communicate(timeout=60)
         row = job(cli.store_url, cli.workspace, short)
         if "nothing to stop" in res.stdout:
             pytest.fail(f"the run outran the test: {res.stdout}")
         assert row.status == "stopped", f"attempt {attempt}: stop missed, run ended {row.status}"
+        assert "stop requested" in res.stdout
         assert seen.step <= row.step < 100
         finished = [e for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "node.finished"]
         assert len(finished) == row.step

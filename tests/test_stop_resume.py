@@ -15,19 +15,19 @@ from runtime.flow import parse_flow
 from runtime import control
 from store import Store
 
-from .conftest import Cli, child_env, wait_for, write_flow
+from .conftest import Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, checkpoints, events, job
 
 
-def slow_flow(folder: Path, marks: Path, per_agent: float = 1.0) -> Path:
-    """Three agents; each leaves a mark outside the run's workspace when it runs."""
+def slow_flow(folder: Path, marks: Path) -> Path:
+    """Three agents; each leaves a mark outside the run's workspace, then waits for release(gates, name)."""
     marks.mkdir(exist_ok=True)
     body = 'name = "slow"\n'
     for name, tokens in (("a", 10), ("b", 20), ("c", 30)):
         body += f"""
 [[agents]]
 name = "{name}"
-command = "echo {name} >> {marks}/{name}; echo working on {name}; sleep {per_agent}; echo '{{\\"{name}\\": true, \\"_usage\\": {{\\"tokens\\": {tokens}, \\"cost\\": 0.01}}}}' > $SWARMKIT_OUTPUT"
+command = "echo {name} >> {marks}/{name}; echo working on {name}; {hold(marks / 'gates', name)}; echo '{{\\"{name}\\": true, \\"_usage\\": {{\\"tokens\\": {tokens}, \\"cost\\": 0.01}}}}' > $SWARMKIT_OUTPUT"
 """
     return write_flow(folder, "slow", body)
 
@@ -50,6 +50,7 @@ def test_stop_from_another_process_parks_the_run_at_the_next_boundary(cli: Cli, 
     assert res.returncode == 0, res.stderr
     assert f"stop requested for {short} — it will stop at the next agent boundary" in res.stdout
     assert "finish that call first" in res.stdout
+    release(marks / "gates", "a", "b", "c")
 
     out, errs = proc.communicate(timeout=60)
     assert proc.returncode == 0, errs
@@ -105,10 +106,11 @@ async def test_boundary_raises_run_stopped_and_the_node_does_not_run(store_url, 
 
 def test_a_stopped_run_resumes_through_run_resume_and_does_not_stop_again(cli: Cli, tmp_path: Path):
     marks = tmp_path / "marks"
-    flow = slow_flow(tmp_path, marks, per_agent=0.5)
+    flow = slow_flow(tmp_path, marks)
     proc, short = start_foreground(cli, flow)
     wait_for(lambda: (marks / "a").exists(), what="agent a to start")
     assert cli.run("stop", short).returncode == 0
+    release(marks / "gates", "a", "b", "c")
     proc.communicate(timeout=60)
     assert job(cli.store_url, cli.workspace, short).status == "stopped"
 
@@ -127,10 +129,11 @@ def test_a_stopped_run_resumes_through_run_resume_and_does_not_stop_again(cli: C
 
 def test_a_stopped_run_resumes_through_a_worker_after_a_queue_resume(cli: Cli, tmp_path: Path):
     marks = tmp_path / "marks"
-    flow = slow_flow(tmp_path, marks, per_agent=0.5)
+    flow = slow_flow(tmp_path, marks)
     proc, short = start_foreground(cli, flow)
     wait_for(lambda: (marks / "a").exists(), what="agent a to start")
     assert cli.run("stop", short).returncode == 0
+    release(marks / "gates", "a", "b", "c")
     proc.communicate(timeout=60)
 
     res = cli.run("resume", short)  # the console's kind of resume: back to queued
@@ -150,10 +153,13 @@ def test_a_stopped_run_resumes_through_a_worker_after_a_queue_resume(cli: Cli, t
 
 
 def deterministic_flow(folder: Path) -> Path:
+    gates = folder / "gates"
+    gates.mkdir(exist_ok=True)
     (folder / "detagents.py").write_text(
-        "import hashlib, time\n"
+        "import hashlib, os, time\n"
         "def mix(ctx):\n"
-        "    time.sleep(0.4)\n"
+        f"    while not os.path.exists(os.path.join({str(gates)!r}, ctx.node)):\n"
+        "        time.sleep(0.02)\n"
         "    seen = ctx.state.get('seen', [])\n"
         "    digest = hashlib.sha256(repr(sorted(ctx.state.items())).encode()).hexdigest()\n"
         "    ctx.log('mixing ' + ctx.node)\n"
@@ -166,14 +172,18 @@ def deterministic_flow(folder: Path) -> Path:
 
 def test_a_stopped_and_resumed_run_ends_byte_identical_to_an_uninterrupted_one(cli: Cli, tmp_path: Path):
     flow = deterministic_flow(tmp_path)
+    release(tmp_path / "gates", "n0", "n1", "n2", "n3")
     plain_run = cli.run("run", str(flow), "--input", "topic=x")
     assert plain_run.returncode == 0, plain_run.stderr
     plain_id = plain_run.stdout.split()[0]
 
+    for name in ("n1", "n2", "n3"):
+        (tmp_path / "gates" / name).unlink()
     proc = cli.start("run", str(flow), "--input", "topic=x")
     short = proc.stdout.readline().split()[0]
     wait_for(lambda: (j := job(cli.store_url, cli.workspace, short)) and j.step >= 1, what="the first agent to finish")
     assert cli.run("stop", short).returncode == 0
+    release(tmp_path / "gates", "n1", "n2", "n3")
     proc.communicate(timeout=60)
     assert job(cli.store_url, cli.workspace, short).status == "stopped"
     assert cli.run("run", "--resume", short).returncode == 0
@@ -189,7 +199,7 @@ def test_a_stopped_and_resumed_run_ends_byte_identical_to_an_uninterrupted_one(c
 
 def test_ctrl_c_stops_then_a_second_ctrl_c_cancels(cli: Cli, tmp_path: Path):
     marks = tmp_path / "marks"
-    flow = slow_flow(tmp_path, marks, per_agent=3)
+    flow = slow_flow(tmp_path, marks)
     proc, short = start_foreground(cli, flow)
     wait_for(lambda: (marks / "a").exists(), what="agent a to start")
     proc.send_signal(signal.SIGINT)

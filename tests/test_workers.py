@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .conftest import Cli, wait_for, write_flow
+from .conftest import Cli, hold, release, wait_for, write_flow
 from .helpers import checkpoints, events, job
 
 
@@ -23,21 +23,24 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 
 def test_a_worker_hosting_three_runs_stops_one_and_completes_the_others(cli: Cli, tmp_path: Path):
-    flow = write_flow(tmp_path, "steps", 'name = "steps"\n' + "".join(f'[[agents]]\nname = "s{i}"\ncommand = "sleep 0.6; echo step {i}"\n' for i in range(4)))
+    gates = tmp_path / "gates"
+    agents = "".join(f'[[agents]]\nname = "s{i}"\ncommand = "{hold(gates, "go") if i == 1 else "true"}; echo step {i}"\n' for i in range(4))
+    flow = write_flow(tmp_path, "steps", 'name = "steps"\n' + agents)
     ids = [cli.run("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(3)]
     worker = cli.start("worker", "--concurrency", "3")
     try:
-        wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status == "running" for i in ids), what="all three running")
+        wait_for(lambda: all(job(cli.store_url, cli.workspace, i).current_node == "s1" for i in ids), what="all three running s1")
         assert len({job(cli.store_url, cli.workspace, i).pid for i in ids}) == 1, "one process hosts all three"
         res = cli.run("stop", ids[1][:8])
         assert res.returncode == 0 and "stop requested" in res.stdout
+        release(gates, "go")
         wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status in ("completed", "stopped") for i in ids), timeout=60, what="the runs to end")
     finally:
         stop_worker(worker)
     statuses = [job(cli.store_url, cli.workspace, i).status for i in ids]
     assert statuses == ["completed", "stopped", "completed"]
     stopped = job(cli.store_url, cli.workspace, ids[1])
-    assert 1 <= stopped.step < 4
+    assert stopped.step == 2 and stopped.current_node == "s2"
 
 
 def test_two_workers_racing_for_queued_runs_host_each_exactly_once(cli: Cli, tmp_path: Path):
@@ -160,11 +163,14 @@ def test_logs_follow_until_the_run_ends(cli: Cli, tmp_path: Path):
 
 
 def test_a_worker_drains_on_sigterm_stopping_its_runs_at_their_boundary(cli: Cli, tmp_path: Path):
-    flow = write_flow(tmp_path, "long", 'name = "long"\n[[agents]]\nname = "a"\ncommand = "sleep 1"\n[[agents]]\nname = "b"\ncommand = "sleep 1"\n')
+    gates = tmp_path / "gates"
+    flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "a"\ncommand = "{hold(gates, "a")}"\n[[agents]]\nname = "b"\ncommand = "true"\n')
     short = cli.run("run", "--detach", str(flow), check=True).stdout.strip()[:8]
     worker = cli.start("worker")
-    wait_for(lambda: job(cli.store_url, cli.workspace, short).status == "running", what="the run to start")
+    wait_for(lambda: job(cli.store_url, cli.workspace, short).current_node == "a", what="the run to start")
     worker.send_signal(signal.SIGTERM)
+    wait_for(lambda: job(cli.store_url, cli.workspace, short).stop_requested_at is not None, what="the drain's stop")
+    release(gates, "a")
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0
     row = job(cli.store_url, cli.workspace, short)

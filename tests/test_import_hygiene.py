@@ -1,0 +1,63 @@
+"""The layering rule: widgets never import store or runtime; store and runtime never import Textual.
+
+Checked twice: by reading every module's imports, and by importing each package in a
+fresh interpreter and looking at what ended up in sys.modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FORBIDDEN = {
+    "widgets": {"store", "runtime", "console"},
+    "store": {"textual", "widgets", "console", "runtime", "rich"},
+    "runtime": {"textual", "widgets", "console"},
+}
+
+
+def modules_of(package: str) -> list[Path]:
+    return sorted(p for p in (ROOT / package).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_forbidden_import_in_the_source(package):
+    bad = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & FORBIDDEN[package]) for p in modules_of(package)}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_forbidden_module_after_import(package):
+    names = [
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in modules_of(package)
+        if "migrations" not in p.parts
+    ]
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {names!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert not loaded & FORBIDDEN[package]
