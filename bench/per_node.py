@@ -1,0 +1,137 @@
+"""Per-node overhead: Swarmkit vs LangGraph (AsyncSqliteSaver) vs the plain-sqlite3 floor, side by side.
+
+    python bench/per_node.py [--nodes 200] [--rounds 7]
+
+All three run a linear flow of no-op nodes on a SQLite file, in the same
+process, interleaved round by round so machine noise hits them alike.
+Swarmkit's figure covers what it does at every node: the checkpoint, the
+cross-process stop/cancel check, node.started/node.finished events and the
+epoch fence. The floor does the same checkpoint and flag read with sqlite3
+and nothing else. LangGraph needs `pip install -e '.[bench]'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runtime import control  # noqa: E402
+from runtime.executor import RunHost  # noqa: E402
+from runtime.flow import parse_flow  # noqa: E402
+from store import Store  # noqa: E402
+
+
+async def swarmkit_run(store: Store, flow) -> float:
+    job = await control.submit(store, flow, {}, host_here=True)
+    host = RunHost(store, job.id, job.epoch, flow)
+    t0 = time.perf_counter()
+    status = await host.run()
+    dt = time.perf_counter() - t0
+    assert status == "completed", status
+    return dt
+
+
+def floor_run(db: str, nodes: int, run: int) -> float:
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, step INT, stop TEXT, cancel TEXT)")
+    conn.execute("CREATE TABLE IF NOT EXISTS cp (job TEXT, step INT, state TEXT, PRIMARY KEY (job, step))")
+    job = f"j{run}"
+    conn.execute("INSERT INTO jobs VALUES (?, 0, NULL, NULL)", (job,))
+    state: dict = {}
+    t0 = time.perf_counter()
+    for i in range(nodes):
+        stop, cancel = conn.execute("SELECT stop, cancel FROM jobs WHERE id = ?", (job,)).fetchone()
+        assert stop is None and cancel is None
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO cp VALUES (?, ?, ?)", (job, i + 1, json.dumps(state)))
+        conn.execute("UPDATE jobs SET step = ? WHERE id = ?", (i + 1, job))
+        conn.execute("COMMIT")
+    dt = time.perf_counter() - t0
+    conn.close()
+    return dt
+
+
+async def langgraph_run(path: str, nodes: int, run: int) -> float | None:
+    try:
+        from typing import TypedDict
+
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+        from langgraph.graph import END, START, StateGraph
+    except ImportError:
+        return None
+
+    class State(TypedDict, total=False):
+        n: int
+
+    async def noop(state: State) -> dict:
+        return {}
+
+    builder = StateGraph(State)
+    names = [f"n{i}" for i in range(nodes)]
+    for name in names:
+        builder.add_node(name, noop)
+    builder.add_edge(START, names[0])
+    for a, b in zip(names, names[1:]):
+        builder.add_edge(a, b)
+    builder.add_edge(names[-1], END)
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": f"t{run}"}, "recursion_limit": nodes * 2 + 10}
+        t0 = time.perf_counter()
+        await graph.ainvoke({"n": 0}, config)
+        return time.perf_counter() - t0
+
+
+async def main_async(nodes: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory() as ws:
+        Path(ws, "benchnoop.py").write_text("async def noop(ctx):\n    return None\n")
+        sys.path.insert(0, ws)
+        flow = parse_flow('name = "noop"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncall = "benchnoop:noop"\n' for i in range(nodes)))
+        store = await Store.open(f"sqlite:///{ws}/.swarmkit/store.db", ws)
+        results: dict[str, list[float]] = {"swarmkit": [], "langgraph": [], "floor (sqlite3)": []}
+        try:
+            await swarmkit_run(store, flow)  # warm-up: imports, statement cache, store thread
+            await langgraph_run(f"{ws}/lg.db", nodes, -1)
+            for r in range(rounds):
+                results["swarmkit"].append(await swarmkit_run(store, flow) / nodes * 1000)
+                lg = await langgraph_run(f"{ws}/lg.db", nodes, r)
+                if lg is not None:
+                    results["langgraph"].append(lg / nodes * 1000)
+                results["floor (sqlite3)"].append(floor_run(f"{ws}/floor.db", nodes, r) / nodes * 1000)
+        finally:
+            await store.close()
+    print(f"{nodes} no-op nodes per run, {rounds} rounds, median ms per node (min..max):")
+    for name, values in results.items():
+        if values:
+            print(f"  {name:<16} {statistics.median(values):7.3f} ms  ({min(values):.3f}..{max(values):.3f})")
+        else:
+            print(f"  {name:<16} not installed (pip install -e '.[bench]')")
+    if results["langgraph"]:
+        ratio = statistics.median(results["swarmkit"]) / statistics.median(results["langgraph"])
+        print(f"  swarmkit / langgraph = {ratio:.2f}  (target at most 0.50)")
+    floor = statistics.median(results["floor (sqlite3)"])
+    print(f"  swarmkit / floor     = {statistics.median(results['swarmkit']) / floor:.1f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    asyncio.run(main_async(args.nodes, args.rounds))
+
+
+if __name__ == "__main__":
+    main()
