@@ -8,6 +8,7 @@ import inspect
 import json
 import os
 import signal
+import sys
 import tempfile
 import traceback
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any, Callable
 from .errors import AgentFailed
 from .flow import Agent, resolve_call
 
+SUPERVISOR = str(Path(__file__).with_name("agent_supervisor.py"))
 # A longer line is cut: one runaway line must not become a 1 GB event.
 MAX_LINE = 64 * 1024
 USAGE_KEY = "_usage"
@@ -204,17 +206,20 @@ async def run_command(
             SWARMKIT_STATE=str(state_path),
             SWARMKIT_OUTPUT=str(output_path),
             SWARMKIT_WORKSPACE=str(workspace),
+            # $PPID is the agent's supervisor; this names the hosting process.
+            SWARMKIT_HOST_PID=str(os.getpid()),
         )
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", agent.command or "",
+                sys.executable, "-S", SUPERVISOR, "/bin/sh", "-c", agent.command or "",
                 cwd=str(workspace),
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                # Its own process group, so a cancel reaches every child and
-                # the operator's Ctrl-C reaches none of them directly.
+                # Its own process group, led by the supervisor, so a cancel
+                # reaches every child, the operator's Ctrl-C reaches none of
+                # them directly, and a host's death takes them all down.
                 start_new_session=True,
             )
         except OSError as exc:

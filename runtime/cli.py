@@ -360,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         if hasattr(args, "args") and not any(e.startswith("-") for e in extra):
             args.args = list(args.args) + extra
+        elif len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "workspace", "") is None:
+            args.workspace = extra[0]
         else:
             parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")
     try:

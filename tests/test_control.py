@@ -161,7 +161,7 @@ def test_cancel_interrupts_a_long_command_and_leaves_no_process(cli: Cli, tmp_pa
     )
     proc = cli.start("run", str(flow))
     short = proc.stdout.readline().split()[0]
-    pgid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the agent's pid"))
+    pgid = os.getpgid(int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the agent's pid")))
     assert group_alive(pgid)
     t0 = time.monotonic()
     res = cli.run("cancel", short)

@@ -45,7 +45,7 @@ def test_a_worker_hosting_three_runs_stops_one_and_completes_the_others(cli: Cli
 
 def test_two_workers_racing_for_queued_runs_host_each_exactly_once(cli: Cli, tmp_path: Path):
     ledger = tmp_path / "ledger"
-    flow = write_flow(tmp_path, "once", f'name = "once"\n[[agents]]\nname = "mark"\ncommand = "echo $SWARMKIT_RUN_ID $PPID >> {ledger}"\n')
+    flow = write_flow(tmp_path, "once", f'name = "once"\n[[agents]]\nname = "mark"\ncommand = "echo $SWARMKIT_RUN_ID $SWARMKIT_HOST_PID >> {ledger}"\n')
     ids = [cli.run("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(8)]
     workers = [cli.start("worker", "--concurrency", "4") for _ in range(2)]
     try:
@@ -66,7 +66,7 @@ def test_two_workers_racing_for_queued_runs_host_each_exactly_once(cli: Cli, tmp
 def test_a_zombie_host_writes_nothing_after_its_run_is_resumed_elsewhere(cli: Cli, tmp_path: Path):
     flow = write_flow(
         tmp_path, "zombie",
-        'name = "zombie"\n[[agents]]\nname = "slow"\ncommand = "sleep 1.5; echo from $PPID"\n[[agents]]\nname = "second"\ncommand = "echo second from $PPID"\n',
+        'name = "zombie"\n[[agents]]\nname = "slow"\ncommand = "sleep 1.5; echo from $SWARMKIT_HOST_PID"\n[[agents]]\nname = "second"\ncommand = "echo second from $SWARMKIT_HOST_PID"\n',
     )
     zombie = cli.start("run", str(flow))
     short = zombie.stdout.readline().split()[0]
