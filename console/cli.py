@@ -1,33 +1,52 @@
-"""`swarmkit-console`: the operator console, and its headless `--once` dump."""
+"""`swarmkit-console`: the operator console, its headless `--once` dump, and the demo."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import logging
+import os
 import sys
 
 from runtime import control
 from runtime.report import runs_table
 from runtime.settings import Settings
 from runtime.text import plain
-from store import STORE_FAULTS, Store, StoreError
+from store import STORE_FAULTS, Store, StoreError, StoreUrlError, resolve_store
 from store.queries import list_jobs, workspaces_for
 from store.records import merged_view, utcnow
 
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="swarmkit-console", description="Watch and steer Swarmkit runs.")
-    p.add_argument("workspace", nargs="?", help="the workspace whose store to open (default: here)")
-    p.add_argument("--store", metavar="URL")
+    p = argparse.ArgumentParser(
+        prog="swarmkit-console",
+        description="Watch and steer Swarmkit runs. `swarmkit-console demo` opens it on a demo store with a live worker.",
+    )
+    p.add_argument("workspace", nargs="?", help="the workspace whose store to open (default: here); `demo` starts the demo")
+    p.add_argument("--store", metavar="URL", help="store URL (default: SWARMKIT_STORE, else <workspace>/.swarmkit/store.db)")
     p.add_argument("--once", action="store_true", help="print the runs and exit")
     p.add_argument("--json", action="store_true", help="with --once: JSON")
-    p.add_argument("--read-only", action="store_true", help="no actions")
+    p.add_argument("--read-only", action="store_true", help="no acts: watch only")
+    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
+    return p
+
+
+def build_demo_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="swarmkit-console demo",
+        description="Open the console on a demo store of its own: a real worker hosting demo flows in every state.",
+    )
+    p.add_argument("folder", nargs="?", help="where the demo store and its runs go (default: a new temporary folder)")
+    p.add_argument("--read-only", action="store_true", help="no acts: watch only")
     return p
 
 
 async def dump_once(store_url: str | None, workspace: str | None, as_json: bool) -> int:
-    store = await Store.open(store_url, workspace)
+    # Never creates a store: a mistyped path is an error, not an empty table.
+    store = await Store.open(store_url, workspace, create=False)
     try:
         await control.mark_lost(store, Settings.from_env().lease_s)
         now = utcnow()
@@ -35,31 +54,76 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
             jobs = await list_jobs(conn)
             wss = await workspaces_for(conn, [j.id for j in jobs])
         if as_json:
+            # json.dumps escapes every control character, so the JSON stays inert text.
             print(json.dumps({"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}, indent=2, sort_keys=True))
         else:
             print(f"store: {plain(store.loc.display)}")
-            print(runs_table(jobs, now))
+            # Every line once more through plain(): no column may carry an escape sequence.
+            print("\n".join(plain(line) for line in runs_table(jobs, now).split("\n")))
     finally:
         await store.close()
-    return 0
+    return EXIT_OK
+
+
+def run_console(store: str | None, workspace: str | None, *, read_only: bool, poll: float) -> int:
+    from .app import make_app
+
+    app = make_app(store, workspace, read_only=read_only, poll_interval=poll)
+    app.run()
+    return EXIT_OK
+
+
+def run_demo(argv: list[str]) -> int:
+    from .app import make_app
+    from .demo_session import DemoSession
+
+    args = build_demo_parser().parse_args(argv)
+    session = DemoSession(args.folder)
+    print(f"swarmkit-console demo: store and runs in {session.folder}", flush=True)
+    try:
+        session.start()
+        app = make_app(session.store_url, session.folder, read_only=args.read_only)
+        app.run()
+    finally:
+        session.stop(say=lambda m: print(f"swarmkit-console demo: {m}", flush=True))
+    problem = session.worker_problem()
+    print(
+        f"swarmkit-console demo: the demo store stays in {session.folder}; its unfinished runs are stopped,\n"
+        "  or lost once their lease runs out (both resumable):\n"
+        f"  look again:           swarmkit-console {session.folder}\n"
+        f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)",
+        flush=True,
+    )
+    return EXIT_OK if problem is None else EXIT_FAIL
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("SWARMKIT_LOG", "WARNING").upper(), format="swarmkit-console: %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"]:
+        return run_demo(argv[1:])
     args = build_parser().parse_args(argv)
     if args.json and not args.once:
         print("swarmkit-console: --json goes with --once", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    if args.poll <= 0:
+        print("swarmkit-console: --poll must be more than zero seconds", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        resolve_store(args.store, args.workspace)
+    except StoreUrlError as exc:
+        print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
     if args.once:
         try:
             return asyncio.run(dump_once(args.store, args.workspace, args.json))
         except StoreError as exc:
             print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
-            return 1
+            return EXIT_FAIL
         except STORE_FAULTS as exc:
             print(f"swarmkit-console: store error: {plain(str(exc))}", file=sys.stderr)
-            return 1
-    print("swarmkit-console: the interactive console is not built yet; use --once", file=sys.stderr)
-    return 2
+            return EXIT_FAIL
+    return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ async def cmd_act(args) -> int:
         print(plain_lines(res.message))
         if res.changed and args.verb in ("approve", "resume"):
             if await control.live_worker_count(store, Settings.from_env().lease_s) == 0:
-                print(f"no live worker is watching this store: start one with `swarmkit worker`, or host it here with `swarmkit run --resume {res.job.short_id if res.job else args.run_id}`.")
+                print(control.no_worker_hint(res.job.short_id if res.job else args.run_id))
         return res.code
 
     return await with_store(args, go)

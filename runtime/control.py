@@ -427,6 +427,14 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
     return marked
 
 
+def no_worker_hint(short_id: str) -> str:
+    """What to say after a resume or approve when no worker watches the store."""
+    return (
+        "no live worker is watching this store: start one with `swarmkit worker`, "
+        f"or host it here with `swarmkit run --resume {short_id}`."
+    )
+
+
 async def live_worker_count(store: Store, lease_s: float) -> int:
     async with store.read() as conn:
         return len(await live_workers(conn, utcnow() - timedelta(seconds=lease_s)))

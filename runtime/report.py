@@ -60,7 +60,7 @@ def run_rows(jobs: list[JobRecord], now: datetime) -> list[tuple[str, ...]]:
             (
                 job.short_id,
                 plain(job.flow, 28),
-                job.display_status(now),
+                plain(job.display_status(now), 12),
                 node_cell(job),
                 age((now - state_since(job)).total_seconds()),
                 age((now - last).total_seconds()) + " ago" if last else "-",

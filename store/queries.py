@@ -208,3 +208,14 @@ async def find_event_before(conn: AsyncConnection, job_id: str, needle: str, bef
     stmt = select(*_EVENT_COLS).where(*cond).order_by(events.c.id.desc()).limit(1)
     row = (await conn.execute(stmt)).first()
     return _event(row) if row else None
+
+
+async def count_events_between(conn: AsyncConnection, job_id: str, from_id: int, before_id: int, cap: int) -> int:
+    """How many of a run's events have `from_id <= id < before_id`, counting no further than `cap`."""
+    inner = (
+        select(events.c.id)
+        .where(events.c.job_id == job_id, events.c.id >= from_id, events.c.id < before_id)
+        .limit(cap)
+        .subquery()
+    )
+    return int(await conn.scalar(select(func.count()).select_from(inner)) or 0)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 FORBIDDEN = {
     "widgets": {"store", "runtime", "console"},
-    "store": {"textual", "widgets", "console", "runtime", "rich"},
+    "store": {"textual", "widgets", "console", "runtime"},
     "runtime": {"textual", "widgets", "console"},
 }
 

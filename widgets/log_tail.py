@@ -69,6 +69,17 @@ def line_text(line: LogLine) -> Text:
     return out
 
 
+def line_width(line: LogLine) -> int:
+    """The cells `line_text(line)` takes, without building it (tabs may make it a little wider)."""
+    text = cell_len(safe(line.text, MAX_SHOWN_CHARS, tabs=True))
+    prefix = cell_len(safe(line.time)) + 1
+    if line.kind == "node":
+        return prefix + 3 + text + 1 + max(4, 48 - text)
+    if line.kind in ("event", "note"):
+        return prefix + 2 + text
+    return prefix + NODE_WIDTH + 3 + text
+
+
 class LogTail(ScrollView, can_focus=True):
     """Shows log lines; follows the end unless the reader scrolled away from it."""
 
@@ -129,13 +140,13 @@ class LogTail(ScrollView, can_focus=True):
         return self.lines[-1].id if self.lines else None
 
     def _measure(self, lines: Iterable[LogLine]) -> None:
+        # Arithmetic, not rendering: a page of thousands of lines is measured at once.
         for line in lines:
-            self._width = max(self._width, cell_len(line_text(line).plain))
+            self._width = max(self._width, line_width(line))
 
     def append(self, lines: Sequence[LogLine]) -> None:
         if not lines:
             return
-        at_end = self.is_vertical_scroll_end
         self.lines.extend(lines)
         self._measure(lines)
         if len(self.lines) > self.max_lines and self.follow:
@@ -146,10 +157,9 @@ class LogTail(ScrollView, can_focus=True):
                 self.current_match = self.current_match - drop if self.current_match >= drop else None
         self.virtual_size = Size(self._width, len(self.lines))
         if self.follow:
-            if at_end or not self.size:
-                self._adjusting = True
-                self.scroll_end(animate=False, immediate=True, x_axis=False)
-                self._adjusting = False
+            self._adjusting = True
+            self._to_end()
+            self._adjusting = False
             self.refresh()
         else:
             self.waiting += len(lines)
@@ -168,7 +178,7 @@ class LogTail(ScrollView, can_focus=True):
             self.current_match += len(lines)
         self.virtual_size = Size(self._width, len(self.lines))
         self._adjusting = True
-        self.scroll_to(y=self.scroll_y + len(lines), animate=False, immediate=True)
+        self.scroll_to(y=self.scroll_y + len(lines), animate=False, immediate=True, force=True)
         self._adjusting = False
         self.refresh()
 
@@ -182,9 +192,14 @@ class LogTail(ScrollView, can_focus=True):
         self._cache.clear()
         self.virtual_size = Size(self._width, len(self.lines))
         self._adjusting = True
-        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self._to_end()
         self._adjusting = False
         self.refresh()
+
+    def _to_end(self) -> None:
+        # Forced: right after the content grew, the scrollbars are not laid
+        # out yet and an unforced scroll would be refused.
+        self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True, force=True)
 
     # --- follow ---------------------------------------------------------------
 
@@ -198,7 +213,7 @@ class LogTail(ScrollView, can_focus=True):
         self.waiting = 0
         self.post_message(self.FollowChanged(self, True, 0))
         self._adjusting = True
-        self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self._to_end()
         self._adjusting = False
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
@@ -264,7 +279,7 @@ class LogTail(ScrollView, can_focus=True):
         self.follow = False
         height = max(1, self.scrollable_content_region.height)
         self._adjusting = True
-        self.scroll_to(y=max(0, index - height // 2), animate=False, immediate=True)
+        self.scroll_to(y=max(0, index - height // 2), animate=False, immediate=True, force=True)
         self._adjusting = False
         self.refresh()
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from .safe_text import safe
@@ -29,7 +29,7 @@ class RunDetailData:
     sections: tuple[DetailSection, ...] = ()
 
 
-def detail_text(data: RunDetailData | None, placeholder: str = "no run selected") -> Text:
+def facts_text(data: RunDetailData | None, placeholder: str = "no run selected") -> Text:
     out = Text(end="")
     if data is None:
         out.append(safe(placeholder), style="dim")
@@ -43,8 +43,16 @@ def detail_text(data: RunDetailData | None, placeholder: str = "no run selected"
         out.append(safe(label).rjust(width), style="dim")
         out.append("  ")
         out.append(safe(value))
-    for section in data.sections:
-        out.append("\n\n")
+    return out
+
+
+def sections_text(data: RunDetailData | None) -> Text:
+    out = Text(end="")
+    if data is None:
+        return out
+    for i, section in enumerate(data.sections):
+        if i:
+            out.append("\n\n")
         out.append(safe(section.title), style="bold underline")
         if not section.lines:
             out.append("\n  " + safe(section.empty), style="dim")
@@ -53,8 +61,17 @@ def detail_text(data: RunDetailData | None, placeholder: str = "no run selected"
     return out
 
 
-class RunDetail(VerticalScroll):
-    """A scrollable pane of one run's facts; `show(None)` for no run."""
+def detail_text(data: RunDetailData | None, placeholder: str = "no run selected") -> Text:
+    """Everything the pane shows, as one text (facts, then sections)."""
+    out = facts_text(data, placeholder)
+    if data is not None and data.sections:
+        out.append("\n\n")
+        out.append_text(sections_text(data))
+    return out
+
+
+class RunDetail(Horizontal):
+    """The run's facts on the left; checkpoints, audit trail and workspaces on the right. `show(None)` for no run."""
 
     DEFAULT_CSS = load_css("run_detail.tcss")
 
@@ -64,7 +81,10 @@ class RunDetail(VerticalScroll):
         self._placeholder = "no run selected"
 
     def compose(self) -> ComposeResult:
-        yield Static(detail_text(None), id="run-detail-body")
+        with VerticalScroll(id="run-detail-facts"):
+            yield Static(facts_text(None), id="run-detail-facts-body")
+        with VerticalScroll(id="run-detail-sections"):
+            yield Static(sections_text(None), id="run-detail-sections-body")
 
     def show(self, data: RunDetailData | None, placeholder: str = "no run selected") -> None:
         if data == self.data and placeholder == self._placeholder:
@@ -72,6 +92,8 @@ class RunDetail(VerticalScroll):
         keep_place = data is not None and self.data is not None and data.title == self.data.title
         self.data = data
         self._placeholder = placeholder
-        self.query_one("#run-detail-body", Static).update(detail_text(data, placeholder))
+        self.query_one("#run-detail-facts-body", Static).update(facts_text(data, placeholder))
+        self.query_one("#run-detail-sections-body", Static).update(sections_text(data))
         if not keep_place:
-            self.scroll_home(animate=False)
+            for pane in self.query(VerticalScroll):
+                pane.scroll_home(animate=False)

@@ -42,19 +42,20 @@ def summary_text(s: StoreSummary) -> Text:
     if s.read_only:
         line.append("   ")
         line.append(" READ-ONLY ", style="bold black on yellow")
+    if s.view:
+        line.append("   · " + safe(s.view), style="dim")
     line.append("\n")
     shown = [(status, n) for status in STATUS_ORDER if (n := s.counts.get(status, 0))]
     shown += [(status, n) for status, n in sorted(s.counts.items()) if status not in STATUS_ORDER and n]
     if not shown:
         line.append("no runs", style="dim")
+    # Words in their colours, no glyphs: twelve statuses must fit one line.
     for i, (status, n) in enumerate(shown):
         look = look_of(status)
         if i:
             line.append("  ")
-        line.append(f"{look.glyph} {look.word} ", style=look.style)
+        line.append(look.word + " ", style=look.style)
         line.append(str(n), style="bold")
-    if s.view:
-        line.append("   · " + safe(s.view), style="dim")
     return line
 
 

@@ -22,18 +22,18 @@ class StatusLook:
 # Every status an operator can meet has its own word and colour, and a glyph
 # so that the table still reads on a monochrome terminal or in a screenshot.
 STATUS_LOOKS: dict[str, StatusLook] = {
-    "queued": StatusLook("queued", "○", "cyan", "waiting for a worker to claim it"),
-    "running": StatusLook("running", "●", "bold green", "an agent is at work"),
-    "stopping": StatusLook("stopping", "◐", "bold yellow", "stop requested; stops at the next agent boundary"),
-    "cancelling": StatusLook("cancelling", "◍", "bold red", "cancel requested; its host is interrupting it"),
-    "stalled": StatusLook("stalled", "◌", "bold dark_orange", "running, but no sign of work for a while"),
-    "stopped": StatusLook("stopped", "■", "yellow", "parked at a boundary; resumable, nothing lost"),
-    "deferred": StatusLook("deferred", "◆", "bold magenta", "waiting at a gate for a human's approval"),
-    "lost": StatusLook("lost", "◇", "bold bright_red", "its host stopped heart-beating; resumable"),
-    "completed": StatusLook("completed", "✓", "green", "ended: every agent finished"),
-    "failed": StatusLook("failed", "✗", "red", "ended: the flow chose to end (an agent raised)"),
-    "faulted": StatusLook("faulted", "‼", "bold white on red", "ended: the runtime itself broke; workspaces kept"),
-    "cancelled": StatusLook("cancelled", "⊘", "bright_black", "ended for good by a cancel"),
+    "queued": StatusLook("queued", "○", "#5fafd7", "waiting for a worker to claim it"),
+    "running": StatusLook("running", "●", "bold #5fd75f", "an agent is at work"),
+    "stopping": StatusLook("stopping", "◐", "bold #ffd75f", "stop requested; stops at the next agent boundary"),
+    "cancelling": StatusLook("cancelling", "◍", "bold #ff5f87", "cancel requested; its host is interrupting it"),
+    "stalled": StatusLook("stalled", "◌", "bold #ff8700", "running, but no sign of work for a while"),
+    "stopped": StatusLook("stopped", "■", "#d7af5f", "parked at a boundary; resumable, nothing lost"),
+    "deferred": StatusLook("deferred", "◆", "bold #d787ff", "waiting at a gate for a human's approval"),
+    "lost": StatusLook("lost", "◇", "bold #ff5f5f", "its host stopped heart-beating; resumable"),
+    "completed": StatusLook("completed", "✓", "#87af87", "ended: every agent finished"),
+    "failed": StatusLook("failed", "✗", "#ff8787", "ended: the flow chose to end (an agent raised)"),
+    "faulted": StatusLook("faulted", "‼", "bold #ffffff on #af0000", "ended: the runtime itself broke; workspaces kept"),
+    "cancelled": StatusLook("cancelled", "⊘", "#8a8a8a", "ended for good by a cancel"),
 }
 
 STATUS_ORDER: tuple[str, ...] = tuple(STATUS_LOOKS)

@@ -1,0 +1,52 @@
+"""The `swarmkit-console` Textual app. Thin: it pushes the main screen; the screens do the work."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from typing import Callable
+
+from textual.app import App
+
+from runtime.settings import Settings
+from store.records import utcnow
+
+from .config import ConsoleConfig
+from .main_screen import MainScreen
+
+
+class ConsoleApp(App[None]):
+    TITLE = "swarmkit-console"
+    CSS_PATH = "console.tcss"
+
+    def __init__(self, config: ConsoleConfig) -> None:
+        super().__init__()
+        self.config = config
+        if config.read_only:
+            self.sub_title = "read-only"
+
+    def on_mount(self) -> None:
+        self.push_screen(MainScreen(self.config))
+
+
+def make_app(
+    store: str | None,
+    workspace: str | os.PathLike | None,
+    *,
+    read_only: bool = False,
+    clock: Callable[[], datetime] | None = None,
+    poll_interval: float = 1.0,
+    lease_s: float | None = None,
+    detect_lost: bool = True,
+) -> ConsoleApp:
+    """The console on a store; the CLI and the tests both build it here. Nothing is opened until it runs."""
+    config = ConsoleConfig(
+        store=store,
+        workspace=workspace,
+        read_only=read_only,
+        clock=clock or utcnow,
+        poll_interval=poll_interval,
+        lease_s=lease_s if lease_s is not None else Settings.from_env().lease_s,
+        detect_lost=detect_lost,
+    )
+    return ConsoleApp(config)

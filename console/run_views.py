@@ -1,0 +1,178 @@
+"""How store records look in the console: table rows, the detail pane, log lines, paths and sizes.
+
+The widgets take plain dataclasses; this module is where store records become them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Iterable
+
+from runtime.report import age, node_cell, requested_by, usage_cell
+from store import TERMINAL_STATUSES, StoreLocation
+from store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
+from widgets.log_tail import LogLine
+from widgets.run_detail import DetailSection, RunDetailData
+from widgets.run_table import RunRow
+from widgets.safe_text import safe
+
+
+def ago(now: datetime, then: datetime | None) -> str:
+    if then is None:
+        return "-"
+    return age((now - then).total_seconds()) + " ago"
+
+
+def clock_time(value: datetime | None) -> str:
+    return value.strftime("%H:%M:%S") if value else "-"
+
+
+def stamp(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "-"
+
+
+def in_state_since(job: JobRecord) -> datetime:
+    """When the run entered the state it is shown in."""
+    if job.status in TERMINAL_STATUSES and job.ended_at is not None:
+        return job.ended_at
+    if job.cancel_requested_at is not None and job.status == "running":
+        return job.cancel_requested_at
+    if job.stop_requested_at is not None and job.status == "running":
+        return job.stop_requested_at
+    return job.updated_at
+
+
+def run_row(job: JobRecord, now: datetime) -> RunRow:
+    last = job.last_event_at or job.heartbeat_at
+    return RunRow(
+        key=job.id,
+        short_id=job.short_id,
+        flow=job.flow,
+        status=job.display_status(now),
+        node=node_cell(job),
+        in_state=age((now - in_state_since(job)).total_seconds()),
+        last_work=ago(now, last) if last else "-",
+        requested_by=requested_by(job),
+        usage=usage_cell(job),
+    )
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as an operator reads it: relative to where the console runs when inside it."""
+    p = Path(path)
+    try:
+        rel = p.relative_to(Path.cwd())
+    except ValueError:
+        return str(p)
+    return "./" + str(rel) if str(rel) != "." else "."
+
+
+def shown_store(loc: StoreLocation) -> str:
+    if loc.is_sqlite and loc.url.database:
+        return shown_path(loc.url.database)
+    return loc.display
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "not on this host"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+def _inputs(raw: str) -> str:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return raw
+    if not value:
+        return "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def detail_facts(job: JobRecord, now: datetime) -> tuple[tuple[str, str], ...]:
+    shown = job.display_status(now)
+    facts: list[tuple[str, str]] = [("run", job.id), ("flow", job.flow + (f"  ({job.flow_path})" if job.flow_path else ""))]
+    node = node_cell(job)
+    if job.status == "running":
+        node += f", for {age((now - job.updated_at).total_seconds())}"
+    facts.append(("node", node))
+    if job.pending_gate:
+        facts.append(("waiting at", f"gate {job.pending_gate}, for a human's approval (`swarmkit approve {job.short_id}`)"))
+    if job.stop_requested_at or job.stop_requested_by:
+        facts.append(("stop asked", f"by {job.stop_requested_by or '?'} at {stamp(job.stop_requested_at)} ({ago(now, job.stop_requested_at)})"))
+    if job.cancel_requested_at or job.cancel_requested_by:
+        keep = "kept" if job.cancel_keep else "destroyed"
+        facts.append(("cancel asked", f"by {job.cancel_requested_by or '?'} at {stamp(job.cancel_requested_at)} ({ago(now, job.cancel_requested_at)}); workspaces {keep}"))
+    if job.host:
+        beat = f", heartbeat {ago(now, job.heartbeat_at)}" if job.status == "running" else ""
+        facts.append(("host", f"{job.host} pid {job.pid} epoch {job.epoch}{beat}"))
+    facts.append(("last work", ago(now, job.last_event_at or job.heartbeat_at)))
+    facts.append(("created", f"{stamp(job.created_at)} ({ago(now, job.created_at)})"))
+    if job.started_at:
+        facts.append(("started", stamp(job.started_at)))
+    if job.ended_at:
+        facts.append(("ended", f"{stamp(job.ended_at)} ({ago(now, job.ended_at)})"))
+    facts.append(("in state", f"{shown} for {age((now - in_state_since(job)).total_seconds())}"))
+    facts.append(("usage", usage_cell(job)))
+    facts.append(("inputs", _inputs(job.inputs)))
+    if job.error:
+        facts.append(("error", job.error))
+    return tuple((label, safe(value)) for label, value in facts)
+
+
+def _detail_text(detail: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(detail.items()) if v not in (None, "", [])) if detail else ""
+
+
+def detail_sections(
+    checkpoints: Iterable[CheckpointRecord], audit: Iterable[AuditRecord], workspaces: Iterable[WorkspaceRecord]
+) -> tuple[DetailSection, ...]:
+    cps = list(checkpoints)
+    cp_lines = tuple(
+        f"{clock_time(cp.created_at)}  step {cp.step}  {cp.node or '(start)'}  epoch {cp.epoch}" for cp in cps[-12:]
+    )
+    if len(cps) > 12:
+        cp_lines = (f"… {len(cps) - 12} earlier",) + cp_lines
+    trail = list(audit)
+    audit_lines = tuple(
+        f"{stamp(a.at)}  {a.actor}  {a.action}" + (f"  ({_detail_text(a.detail)})" if a.detail else "") for a in trail[-20:]
+    )
+    if len(trail) > 20:
+        audit_lines = (f"… {len(trail) - 20} earlier",) + audit_lines
+    ws_lines = tuple(f"{shown_path(w.path)}  {w.state}  (since {stamp(w.updated_at)})" for w in workspaces)
+    return (
+        DetailSection("Checkpoints", cp_lines),
+        DetailSection("Audit trail", audit_lines),
+        DetailSection("Workspaces", ws_lines, empty="none yet (made when an agent first runs)"),
+    )
+
+
+def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ...]) -> RunDetailData:
+    return RunDetailData(
+        title=f"{job.short_id}  {safe(job.flow, 60)}",
+        status=job.display_status(now),
+        facts=detail_facts(job, now),
+        sections=sections,
+    )
+
+
+def log_line(ev: EventRecord) -> LogLine:
+    t = clock_time(ev.at)
+    node = ev.node or ""
+    if ev.kind == "log":
+        return LogLine(ev.id, t, "log", node, ev.text)
+    if ev.kind == "node.started":
+        return LogLine(ev.id, t, "node", node, ev.text)
+    if ev.kind in ("node.finished", "runtime"):
+        return LogLine(ev.id, t, "note", node, ev.text)
+    return LogLine(ev.id, t, "event", node, f"{ev.kind}: {ev.text}")

@@ -1,0 +1,108 @@
+"""The console's hold on its store: opened inside the app's loop, dropped after a fault, reopened on the next try."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Awaitable, TypeVar
+
+from store import Store, StoreError, StoreLocation, resolve_store
+
+from .run_views import shown_store
+
+T = TypeVar("T")
+
+
+class StoreLink:
+    """Opens the store lazily and reopens it after a fault.
+
+    The engine is made on the loop that first needs it (each Textual test has
+    its own loop) and disposed by `close()` on unmount. A console never
+    creates a SQLite store: a mistyped path says "no store" instead of showing
+    a brand-new empty one.
+    """
+
+    def __init__(self, store: str | None, workspace: str | os.PathLike | None):
+        self.loc: StoreLocation = resolve_store(store, workspace)
+        self._store: Store | None = None
+        # The schema is checked (and migrated) at the first open only; a
+        # reopen after a fault must not recreate a store someone removed.
+        self._checked = False
+        self._file_id: tuple[int, int] | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._closed = False
+
+    @property
+    def display(self) -> str:
+        return shown_store(self.loc)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        return Path(self.loc.url.database) if self.loc.is_sqlite and self.loc.url.database else None
+
+    def _stat(self) -> tuple[int, int]:
+        path = self.sqlite_path
+        assert path is not None
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            gone = " (the file is gone)" if self._checked else ""
+            raise StoreError(f"no store at {path}{gone}") from None
+        except OSError as exc:
+            raise StoreError(f"cannot reach the store {path}: {exc.strerror or exc}") from None
+        return st.st_dev, st.st_ino
+
+    async def get(self) -> Store:
+        if self._store is not None and self.sqlite_path is not None:
+            try:
+                same = self._stat() == self._file_id
+            except StoreError:
+                await self.drop()
+                raise
+            if not same:
+                # Replaced under us: pooled connections still read the old
+                # file, which would show stale data as if it were live.
+                await self.drop()
+        if self._store is None:
+            if self.sqlite_path is not None:
+                self._stat()
+            store = await Store.open(loc=self.loc, create=False, migrate=not self._checked)
+            self._checked = True
+            self._file_id = self._stat() if self.sqlite_path is not None else None
+            self._store = store
+        return self._store
+
+    async def shielded(self, work: Awaitable[T]) -> T:
+        """Run store work so that cancelling the caller never cancels it half-way.
+
+        Textual cancels a screen's workers when it goes away. A database call
+        cancelled mid-flight leaves its connection to be torn down by a task
+        that can outlive the loop; instead the work finishes, and `close()`
+        waits for it before disposing of the engine.
+        """
+        if self._closed:
+            raise StoreError("the console is closing")
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return await asyncio.shield(task)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: a caller that went away does not want it
+
+    async def drop(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            try:
+                await store.close()
+            except Exception:  # a broken engine still lets go of its pool
+                pass
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=15)
+        await self.drop()

@@ -1,0 +1,164 @@
+"""Shared helpers for the console tests: real stores, a real worker, and waiting on a running app.
+
+(No conftest here: the tests' conftest is `tests/conftest.py`, imported as `conftest`.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from sqlalchemy import insert, update
+
+from tests.conftest import Cli, write_flow
+from runtime import control
+from runtime.flow import load_flow
+from store import Store
+from store.models import events, jobs
+from store.queries import get_job
+from store.records import JobRecord, utcnow
+from widgets.run_table import RunTable
+
+# Untrusted text: markup that would be live, markup that would crash, and
+# escape sequences (OSC title, OSC 8 link, CSI device report, C1 CSI, bidi).
+HOSTILE_FLOW = "[@click=app.quit]x[/] [link=https://x]y[/link] [/] [TODO] \x1b]0;pwned-title\x07 \x9b6n"
+HOSTILE_NODE = "[b]node[/b] \x1b[6n [/]"
+HOSTILE_LINES = [
+    "[@click=app.quit]click me[/]",
+    "[link=https://evil.example/]y[/link]",
+    "[/]",
+    "[TODO] fix the \x1b]8;;https://evil.example/\x1b\\link\x1b]8;;\x1b\\ now",
+    "csi \x1b[6n and c1 \x9b6n and bell \x07 and bidi \u202eevil",
+]
+HOSTILE_ACTOR = "[red]mallory[/red]\x1b[2J"
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group twice (a worker drains on the first), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 1.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture
+def start_worker(store_url: str, workspace: Path, fast_env):
+    """Starts `swarmkit worker` subprocesses on the test's store; all are killed at teardown."""
+    procs: list[subprocess.Popen] = []
+
+    def start(concurrency: int = 8) -> subprocess.Popen:
+        proc = Cli(store_url, workspace).start("worker", "--concurrency", str(concurrency), str(workspace))
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        kill_group(proc)
+
+
+async def init_store(store_url: str, workspace: Path) -> None:
+    store = await Store.open(store_url, workspace)
+    await store.close()
+
+
+async def submit(store_url: str, workspace: Path, flow_path: Path, inputs: dict[str, str] | None = None, count: int = 1) -> list[str]:
+    store = await Store.open(store_url, workspace)
+    try:
+        flow = load_flow(flow_path)
+        return [(await control.submit(store, flow, inputs or {}, actor="tester@ci")).id for _ in range(count)]
+    finally:
+        await store.close()
+
+
+async def job_of(store_url: str, workspace: Path, run_id: str) -> JobRecord | None:
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.read() as conn:
+            return await get_job(conn, run_id)
+    finally:
+        await store.close()
+
+
+async def add_events(store_url: str, workspace: Path, run_id: str, lines: list[str], node: str = "n", kind: str = "log") -> None:
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.write() as conn:
+            now = utcnow()
+            await conn.execute(insert(events), [dict(job_id=run_id, at=now, kind=kind, node=node, step=0, text=t) for t in lines])
+    finally:
+        await store.close()
+
+
+async def add_hostile_run(store_url: str, workspace: Path) -> str:
+    """A stopped run whose every piece of text is hostile; returns its id."""
+    flow_path = write_flow(workspace, "plain", """
+        name = "plain"
+        [[agents]]
+        name = "a"
+        command = "true"
+    """)
+    (run_id,) = await submit(store_url, workspace, flow_path)
+    store = await Store.open(store_url, workspace)
+    try:
+        now = utcnow()
+        async with store.write() as conn:
+            await conn.execute(
+                update(jobs).where(jobs.c.id == run_id).values(
+                    flow=HOSTILE_FLOW, status="stopped", current_node=HOSTILE_NODE, step=0, steps=1,
+                    stop_requested_at=now, stop_requested_by=HOSTILE_ACTOR, error="[bold]boom[/] \x1b[31mred",
+                    inputs=json.dumps({"k": "[/]\x1b[6n"}), updated_at=now,
+                )
+            )
+            await conn.execute(insert(events), [dict(job_id=run_id, at=now, kind="log", node=HOSTILE_NODE, step=0, text=t) for t in HOSTILE_LINES])
+            await conn.execute(insert(events).values(job_id=run_id, at=now, kind="node.started", node=HOSTILE_NODE, step=0, text="1/1 " + HOSTILE_NODE))
+    finally:
+        await store.close()
+    return run_id
+
+
+def status_cell(app, run_id: str) -> str | None:
+    """The status word a row shows (from its rendered cell), or None when the row is not shown."""
+    table = main_screen(app).query_one(RunTable)
+    if table.row_for(run_id) is None:
+        return None
+    return table.get_cell(run_id, "status").plain.split(" ", 1)[-1]
+
+
+async def until(pilot, predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Let the app run until `predicate()` holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def main_screen(app):
+    from console.main_screen import MainScreen
+
+    for screen in app.screen_stack:
+        if isinstance(screen, MainScreen):
+            return screen
+    raise AssertionError("no main screen")
+
+
+async def first_poll(pilot, timeout: float = 20.0):
+    await until(pilot, lambda: getattr(pilot.app.screen, "polls", 0) >= 1, timeout, "the first poll")
+    return pilot.app.screen

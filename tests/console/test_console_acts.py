@@ -1,0 +1,199 @@
+"""Each key does what it says, on runs hosted by a real worker process, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from console.app import make_app
+from console_helpers import start_worker  # noqa: F401  (a fixture)
+from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from tests.conftest import write_flow
+from store import Store
+from store.queries import workspaces_for
+from widgets.confirm_dialog import ConfirmDialog
+from widgets.run_table import RunTable
+
+
+def flows(ws: Path) -> dict[str, Path]:
+    return {
+        "stopper": write_flow(ws, "stopper", """
+            name = "stopper"
+            [[agents]]
+            name = "first"
+            command = "echo first; sleep 2.5"
+            [[agents]]
+            name = "second"
+            command = "echo second"
+        """),
+        "canceller": write_flow(ws, "canceller", """
+            name = "canceller"
+            [[agents]]
+            name = "work"
+            command = "echo data > out.txt; echo working; sleep 30"
+        """),
+        "gated": write_flow(ws, "gated", """
+            name = "gated"
+            [[agents]]
+            name = "build"
+            command = "echo built"
+            [[agents]]
+            name = "ship"
+            approve = true
+            command = "echo shipped"
+        """),
+        "quick": write_flow(ws, "quick", """
+            name = "quick"
+            [[agents]]
+            name = "hi"
+            command = "echo hi"
+        """),
+    }
+
+
+async def workspace_states(store_url: str, ws: Path, run_id: str) -> list[str]:
+    store = await Store.open(store_url, ws)
+    try:
+        async with store.read() as conn:
+            return [w.state for w in (await workspaces_for(conn, [run_id]))[run_id]]
+    finally:
+        await store.close()
+
+
+async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
+    f = flows(workspace)
+    await init_store(store_url, workspace)
+    (stopper,) = await submit(store_url, workspace, f["stopper"])
+    cancel_destroy, cancel_keep = await submit(store_url, workspace, f["canceller"], count=2)
+    (gated,) = await submit(store_url, workspace, f["gated"])
+    (quick,) = await submit(store_url, workspace, f["quick"])
+    start_worker(8)
+    app = make_app(store_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        table = screen.query_one(RunTable)
+
+        # s: running -> stopping -> stopped, then r: -> queued or running.
+        await until(pilot, lambda: (j := screen.jobs.get(stopper)) and j.status == "running" and j.current_node == "first", what="stopper in its first node")
+        assert table.select(stopper)
+        await pilot.press("s")
+        await until(pilot, lambda: status_cell(app, stopper) == "stopping", what="stopping")
+        assert screen.last_message.startswith(f"stop requested for {stopper[:8]}")
+        await until(pilot, lambda: status_cell(app, stopper) == "stopped", what="stopped")
+        assert screen.jobs[stopper].stop_requested_by == "tester@ci"
+        await pilot.press("r")
+        await until(pilot, lambda: status_cell(app, stopper) in ("queued", "running", "completed"), what="resumed")
+        assert "queued (was stopped)" in screen.last_message
+
+        # c: asks first, naming the run, its status and the workspace to be destroyed.
+        run_dir = workspace / ".swarmkit" / "runs" / cancel_destroy
+        await until(pilot, lambda: status_cell(app, cancel_destroy) == "running" and (run_dir / "out.txt").exists(), what="canceller at work")
+        assert table.select(cancel_destroy)
+        await pilot.press("c")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel dialog")
+        body = dialog.query_one("#dialog-body").render()
+        words = str(body)
+        assert cancel_destroy[:8] in words and "running" in words and "DESTROYED" in words
+        assert cancel_destroy in words  # the workspace path, with its size
+        assert dialog.query("#choice-stop"), "stop is offered as the safer choice"
+        await pilot.click("#choice-cancel")
+        await until(pilot, lambda: status_cell(app, cancel_destroy) == "cancelled", what="cancelled")
+        assert not run_dir.exists()
+        assert await workspace_states(store_url, workspace, cancel_destroy) == ["destroyed"]
+
+        # k: cancel keeping the workspace.
+        keep_dir = workspace / ".swarmkit" / "runs" / cancel_keep
+        await until(pilot, lambda: status_cell(app, cancel_keep) == "running" and (keep_dir / "out.txt").exists(), what="second canceller at work")
+        assert table.select(cancel_keep)
+        await pilot.press("k")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel-keep dialog")
+        assert "KEPT" in str(dialog.query_one("#dialog-body").render())
+        await pilot.click("#choice-cancel")
+        await until(pilot, lambda: status_cell(app, cancel_keep) == "cancelled", what="cancelled, kept")
+        assert (keep_dir / "out.txt").exists()
+        assert await workspace_states(store_url, workspace, cancel_keep) == ["kept"]
+
+        # a: approves the gate of a deferred run.
+        await until(pilot, lambda: status_cell(app, gated) == "deferred", what="deferred at the gate")
+        assert table.select(gated)
+        await pilot.press("a")
+        await until(pilot, lambda: status_cell(app, gated) in ("queued", "running", "completed"), what="approved")
+        assert "approved 'ship'" in screen.last_message
+        await until(pilot, lambda: status_cell(app, gated) == "completed", what="completed after approval")
+        assert table.selected_key == gated  # it moved among the ended runs, the cursor with it
+
+        # A refused or empty act says why, in the runtime's words.
+        await until(pilot, lambda: status_cell(app, quick) == "completed", what="quick completed")
+        assert table.select(quick)
+        await pilot.press("s")
+        await until(pilot, lambda: screen.last_message == f"{quick[:8]} is completed; nothing to stop.", what="the no-op message")
+        await pilot.press("r")
+        await until(pilot, lambda: screen.last_message == f"cannot resume {quick[:8]}: it is completed.", what="the refusal")
+        await pilot.press("c")
+        await until(pilot, lambda: screen.last_message == f"{quick[:8]} is completed; nothing to cancel.", what="cancel refused without a dialog")
+        assert not isinstance(app.screen, ConfirmDialog)
+
+
+async def test_resume_without_a_worker_says_so(store_url, workspace, fast_env):
+    f = flows(workspace)
+    await init_store(store_url, workspace)
+    (run,) = await submit(store_url, workspace, f["quick"])
+    app = make_app(store_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        assert screen.query_one(RunTable).select(run)
+        await pilot.press("s")  # queued: stopped at once
+        await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped while queued")
+        assert "stopped at once" in screen.last_message
+        await pilot.press("r")
+        await until(pilot, lambda: status_cell(app, run) == "queued", what="queued again")
+        assert "no live worker is watching this store" in screen.last_message
+        assert (await job_of(store_url, workspace, run)).status == "queued"
+
+
+async def test_cancel_dialog_back_and_stop_instead(sqlite_url, workspace, fast_env):
+    f = flows(workspace)
+    await init_store(sqlite_url, workspace)
+    (run,) = await submit(sqlite_url, workspace, f["quick"])
+    app = make_app(sqlite_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        assert screen.query_one(RunTable).select(run)
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the dialog")
+        await pilot.press("escape")  # backing out does nothing
+        await until(pilot, lambda: app.screen is screen, what="back on the table")
+        assert (await job_of(sqlite_url, workspace, run)).status == "queued"
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the dialog again")
+        await pilot.click("#choice-stop")
+        await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped instead of cancelled")
+        assert (await job_of(sqlite_url, workspace, run)).status == "stopped"
+
+
+async def test_cursor_stays_on_its_run_while_rows_come_and_go(store_url, workspace, fast_env):
+    from runtime import control
+    from store import Store
+
+    f = flows(workspace)
+    await init_store(store_url, workspace)
+    runs = await submit(store_url, workspace, f["quick"], count=5)
+    app = make_app(store_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        table = screen.query_one(RunTable)
+        await until(pilot, lambda: all(status_cell(app, r) for r in runs), what="every row")
+        target = runs[2]
+        assert table.select(target)
+        before = table.get_row_index(target)
+        # New runs arrive above it; another is cancelled and drops below; one is stopped.
+        newer = await submit(store_url, workspace, f["quick"], count=3)
+        store = await Store.open(store_url, workspace)
+        try:
+            await control.cancel(store, runs[4], actor="other@ci")
+            await control.stop(store, runs[0], actor="other@ci")
+        finally:
+            await store.close()
+        await until(pilot, lambda: all(status_cell(app, r) for r in newer) and status_cell(app, runs[4]) == "cancelled", what="the changes")
+        assert table.selected_key == target
+        assert table.get_row_index(target) != before
+        assert screen.selected.id == target

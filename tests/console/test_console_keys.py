@@ -1,0 +1,72 @@
+"""Read-only hides every act everywhere; the command palette offers every act; the engine goes with the app."""
+
+from __future__ import annotations
+
+from textual.command import CommandPalette
+from textual.widgets import Footer
+
+from console.app import make_app
+from console.help_screen import HelpScreen
+from console.main_screen import ACTS
+from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from tests.conftest import write_flow
+from widgets.run_table import RunTable
+
+
+def quick(ws):
+    return write_flow(ws, "quick", """
+        name = "quick"
+        [[agents]]
+        name = "hi"
+        command = "echo hi"
+    """)
+
+
+def footer_keys(app) -> set[str]:
+    return {binding.action for (_, binding, enabled, _) in app.screen.active_bindings.values() if binding.show and enabled}
+
+
+async def test_read_only_hides_every_act_and_says_so(sqlite_url, workspace, fast_env):
+    await init_store(sqlite_url, workspace)
+    (run,) = await submit(sqlite_url, workspace, quick(workspace))
+    app = make_app(sqlite_url, workspace, read_only=True, poll_interval=0.1)
+    async with app.run_test(size=(150, 40)) as pilot:
+        screen = await first_poll(pilot)
+        assert screen.query_one(RunTable).select(run)
+        assert screen.query_one("#header").summary.read_only
+        assert "READ-ONLY" in str(screen.query_one("#header").render())
+        shown = footer_keys(app)
+        assert "logs" in shown and not shown & set(ACTS)
+        assert all(screen.check_action(act, ()) is False for act in ACTS)
+        assert not [c for c in screen.palette_commands() if c[2] in ACTS]
+        for key in ("s", "r", "c", "k", "a"):
+            await pilot.press(key)
+        await pilot.pause(0.5)
+        assert app.screen is screen and screen.last_message == ""
+        assert (await job_of(sqlite_url, workspace, run)).status == "queued"
+        await pilot.press("question_mark")
+        help_screen = await until(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, what="help")
+        words = [key for key, _ in help_screen.entries]
+        assert "s" not in words and "c" not in words and "l" in words
+        assert "read-only" in str(help_screen.query_one("Static").render())
+        await pilot.press("escape")
+
+
+async def test_palette_offers_every_act_and_runs_it(sqlite_url, workspace, fast_env):
+    await init_store(sqlite_url, workspace)
+    (run,) = await submit(sqlite_url, workspace, quick(workspace))
+    app = make_app(sqlite_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(150, 40)) as pilot:
+        screen = await first_poll(pilot)
+        assert screen.query_one(RunTable).select(run)
+        assert {c[2] for c in screen.palette_commands()} >= set(ACTS)
+        assert footer_keys(app) >= set(ACTS)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        await pilot.press(*f"stop run {run[:8]}")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped from the palette")
+        assert screen.query_one(Footer)
+    # The app's store was let go of on its own loop when it closed.
+    assert screen.link._store is None

@@ -1,0 +1,116 @@
+"""The poll: cheap change check first, only changed rows fetched, filter in SQL, ended runs bounded."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from console.poller import LINGER, Poller
+from console.store_link import StoreLink
+from console_helpers import init_store, submit
+from runtime import control
+from store import Store
+from store.models import jobs
+from store.records import utcnow
+from tests.conftest import write_flow
+
+
+def quick_flow(ws, name="quick"):
+    return write_flow(ws, name, f"""
+        name = "{name}"
+        [[agents]]
+        name = "hi"
+        command = "echo hi"
+    """)
+
+
+async def test_polls_read_only_what_changed(store_url, workspace, fast_env):
+    await init_store(store_url, workspace)
+    runs = await submit(store_url, workspace, quick_flow(workspace), count=4)
+    store = await Store.open(store_url, workspace)
+    try:
+        # Minutes apart: after a change the poll re-reads what changed since
+        # its last marker, less a clock-skew margin of seconds.
+        async with store.write() as conn:
+            for i, run in enumerate(runs):
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(updated_at=utcnow() - timedelta(minutes=10 + i)))
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=utcnow, lease_s=2)
+    try:
+        snap = await poller.poll()
+        assert snap.full and {j.id for j in snap.jobs} == set(runs)
+        assert snap.counts == {"queued": 4}
+        snap = await poller.poll()
+        assert not snap.full and snap.fetched == 0  # nothing changed: nothing read but the marker
+        store = await link.get()
+        await control.stop(store, runs[1], actor="tester@ci")
+        snap = await poller.poll()
+        assert not snap.full and snap.fetched == 2  # the stopped run, and the newest (inside the margin)
+        assert {j.id: j.status for j in snap.jobs}[runs[1]] == "stopped"
+        assert snap.counts == {"queued": 3, "stopped": 1}
+        # A new run is seen without a full read.
+        (new,) = await submit(store_url, workspace, quick_flow(workspace))
+        snap = await poller.poll()
+        assert not snap.full and snap.jobs[0].id == new  # newest active run first
+    finally:
+        await link.close()
+
+
+async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, workspace, fast_env):
+    await init_store(store_url, workspace)
+    a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
+    now = utcnow()
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.write() as conn:
+            for run, extra in ((a, dict(stop_requested_at=now, stop_requested_by="x")), (b, dict(cancel_requested_at=now, cancel_requested_by="y")), (c, {})):
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(status="running", epoch=1, heartbeat_at=now, last_event_at=now - timedelta(minutes=5) if run == c else now, updated_at=now, **extra))
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=utcnow, lease_s=60)
+    try:
+        snap = await poller.poll()
+        assert snap.counts == {"stopping": 1, "cancelling": 1, "stalled": 1}
+        # A heartbeat or a log line does not touch updated_at; the running row is still re-read.
+        later = utcnow()
+        store = await link.get()
+        async with store.write() as conn:
+            await conn.execute(update(jobs).where(jobs.c.id == c).values(last_event_at=later))
+        snap = await poller.poll()
+        assert {j.id: j for j in snap.jobs}[c].last_event_at == later.replace(microsecond=later.microsecond)
+        assert snap.counts == {"stopping": 1, "cancelling": 1, "running": 1}
+    finally:
+        await link.close()
+
+
+async def test_filter_in_sql_and_ended_runs_bounded(store_url, workspace, fast_env):
+    await init_store(store_url, workspace)
+    alpha = await submit(store_url, workspace, quick_flow(workspace, "alpha"), count=2)
+    beta = await submit(store_url, workspace, quick_flow(workspace, "beta_100%"), count=3)
+    store = await Store.open(store_url, workspace)
+    try:
+        for run in beta:
+            await control.cancel(store, run, actor="tester@ci")
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    try:
+        poller = Poller(link, clock=utcnow, lease_s=60, ended_bound=2)
+        snap = await poller.poll(text_filter="ALPHA")
+        assert {j.id for j in snap.jobs} == set(alpha)
+        snap = await poller.poll(text_filter="_100%")  # LIKE wildcards are the caller's text, not patterns
+        assert {j.id for j in snap.jobs} <= set(beta) and len(snap.jobs) == 2  # ended runs are bounded
+        snap = await poller.poll()
+        assert len(snap.jobs) == 4  # 2 active + the 2 most recent ended
+        # Ended long ago (for the clock): only shown when asked for.
+        later = Poller(link, clock=lambda: utcnow() + LINGER + timedelta(minutes=1), lease_s=10**6)
+        assert {j.id for j in (await later.poll()).jobs} == set(alpha)
+        shown = (await later.poll(show_ended=True)).jobs
+        assert [j.id for j in shown][:2] != [] and len(shown) == 2 + 3
+        assert [j.status for j in shown][-3:] == ["cancelled"] * 3
+    finally:
+        await link.close()

@@ -1,0 +1,176 @@
+"""The widgets on their own: safe text, the keyed run table, the log tail. No store involved."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+
+from widgets.log_tail import LogLine, LogTail, line_text
+from widgets.run_table import RunRow, RunTable
+from widgets.safe_text import safe, safe_lines, safe_text
+from widgets.status_badge import STATUS_LOOKS, status_text
+
+
+def test_safe_replaces_every_control_but_keeps_markup_literal():
+    raw = "[@click=app.quit]x[/] \x1b]8;;https://e\x1b\\l\x1b]8;;\x1b\\ \x9b6n \x07 \x00 \x7f \u202eevil\ttab\nnext"
+    out = safe(raw)
+    assert "[@click=app.quit]x[/]" in out
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in out)
+    assert "\u202e" not in out
+    assert "␛" in out and "␇" in out and "␀" in out and "␡" in out and "\ufffd" in out and "␊" in out
+    assert "\t" not in out and "\t" in safe("a\tb", tabs=True)
+    assert safe("x" * 10, limit=5) == "xxxx…"
+    assert safe_lines("a\x1b\nb") == "a␛\nb"
+    cell = safe_text("[b]bold?[/b]")
+    assert isinstance(cell, Text) and cell.plain == "[b]bold?[/b]" and not cell.spans
+
+
+def test_matches_the_runtime_rule():
+    from runtime.text import plain
+
+    sample = "".join(chr(i) for i in range(0, 0xA0)) + "\u061c\u200e\u200f\u202a\u202e\u2066\u2069 [x]"
+    assert safe(sample, tabs=True) == plain(sample)
+
+
+def test_every_status_has_its_own_word_and_colour():
+    words = {look.word for look in STATUS_LOOKS.values()}
+    styles = {look.style for look in STATUS_LOOKS.values()}
+    assert len(words) == len(styles) == len(STATUS_LOOKS) == 12
+    assert status_text("weird\x1b[2J").plain == "? weird␛[2J"
+
+
+def row(key: str, status: str = "running", **kw) -> RunRow:
+    values = dict(key=key, short_id=key[:8], flow="flow-" + key, status=status, node="1/2 a", in_state="1s", last_work="1s ago", requested_by="", usage="-")
+    values.update(kw)
+    return RunRow(**values)
+
+
+class TableApp(App):
+    def compose(self) -> ComposeResult:
+        yield RunTable()
+
+
+async def test_run_table_diffs_keyed_rows_and_keeps_the_cursor():
+    app = TableApp()
+    async with app.run_test() as pilot:
+        table = app.query_one(RunTable)
+        keys = [f"{i:032x}" for i in range(6)]
+        change = table.show_rows([row(k) for k in keys])
+        assert change.added == 6
+        assert table.select(keys[3])
+        # One value changes: one cell updated, nothing re-added.
+        rows = [row(k) for k in keys]
+        rows[3] = row(keys[3], status="stopping")
+        change = table.show_rows(rows)
+        assert (change.added, change.removed, change.updated_cells) == (0, 0, 1)
+        assert table.get_cell(keys[3], "status").plain == "◐ stopping"
+        # Rows above go away, new ones arrive on top, the order changes: the cursor stays.
+        new = [f"{i:032x}" for i in range(10, 13)]
+        rows = [row(k) for k in new] + [row(k) for k in reversed(keys[2:])]
+        change = table.show_rows(rows)
+        assert change.added == 3 and change.removed == 2 and change.reordered
+        assert table.selected_key == keys[3]
+        assert table.shown_keys == [r.key for r in rows]
+        # The cursor's own run goes: it stays at the same height.
+        index = table.cursor_row
+        table.show_rows([r for r in rows if r.key != keys[3]])
+        assert table.cursor_row == index and table.selected_key is not None
+        table.show_rows([])
+        assert table.selected_key is None
+        await pilot.pause()
+
+
+async def test_run_table_shows_markup_as_text():
+    app = TableApp()
+    async with app.run_test() as pilot:
+        table = app.query_one(RunTable)
+        table.show_rows([row("a" * 32, flow="[@click=app.quit]x[/] [/] \x1b[2J", node="[TODO]")])
+        await pilot.pause()
+        assert table.get_cell("a" * 32, "flow").plain == "[@click=app.quit]x[/] [/] ␛[2J"
+        assert table.get_cell("a" * 32, "node").plain == "[TODO]"
+        await pilot.click(RunTable, offset=(12, 1))
+        await pilot.pause()
+        assert app.is_running
+
+
+class LogApp(App):
+    def __init__(self) -> None:
+        super().__init__()
+        self.follow_events: list[tuple[bool, int]] = []
+        self.older_requests: list[int] = []
+
+    def compose(self) -> ComposeResult:
+        yield LogTail()
+
+    def on_log_tail_follow_changed(self, message: LogTail.FollowChanged) -> None:
+        self.follow_events.append((message.follow, message.waiting))
+
+    def on_log_tail_need_older(self, message: LogTail.NeedOlder) -> None:
+        self.older_requests.append(message.before_id)
+
+
+def lines(start: int, count: int) -> list[LogLine]:
+    return [LogLine(i, "12:00:00", "log", "node", f"line {i}") for i in range(start, start + count)]
+
+
+async def test_log_tail_follows_pauses_counts_and_resumes():
+    app = LogApp()
+    seen = app.follow_events
+    async with app.run_test(size=(80, 20)) as pilot:
+        tail = app.query_one(LogTail)
+        tail.reset(lines(1, 100), more_older=False)
+        await pilot.pause()
+        assert tail.follow and tail.is_vertical_scroll_end
+        tail.append(lines(101, 10))
+        await pilot.pause()
+        assert tail.is_vertical_scroll_end
+        tail.focus()
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert not tail.follow
+        for i in range(5):
+            tail.append(lines(111 + i * 10, 10))
+        await pilot.pause()
+        assert tail.waiting == 50
+        assert seen[-1] == (False, 50)
+        # A burst of appends while paused coalesces into few messages.
+        assert len([e for e in seen if not e[0]]) < 6
+        assert not tail.is_vertical_scroll_end
+        await pilot.press("end")
+        await pilot.pause()
+        assert tail.follow and tail.waiting == 0 and tail.is_vertical_scroll_end
+        await pilot.press("up")
+        await pilot.pause()
+        assert not tail.follow
+        await pilot.press("f")
+        await pilot.pause()
+        assert tail.follow
+
+
+async def test_log_tail_prepends_without_moving_the_view_and_searches():
+    app = LogApp()
+    asked = app.older_requests
+    async with app.run_test(size=(80, 20)) as pilot:
+        tail = app.query_one(LogTail)
+        tail.reset(lines(1000, 50), more_older=True)
+        tail.focus()
+        await pilot.pause()
+        await pilot.press("home")
+        await pilot.pause()
+        assert asked and asked[-1] == 1000
+        top = tail.scroll_y
+        tail.prepend(lines(900, 100), more_older=False)
+        await pilot.pause()
+        assert tail.scroll_y == top + 100  # the same lines stay on screen
+        assert tail.first_id == 900
+        assert tail.search("line 950")
+        assert tail.lines[tail.current_match].text == "line 950"
+        assert not tail.follow
+        assert not tail.search("no such line")
+
+
+def test_log_lines_are_plain_text():
+    text = line_text(LogLine(1, "12:00:00", "log", "[b]n[/b]", "[@click=app.quit]x[/] \x1b[6n\tend"))
+    assert "[@click=app.quit]x[/] ␛[6n" in text.plain
+    assert "\x1b" not in text.plain and "\t" not in text.plain
+    assert "━━" in line_text(LogLine(2, "12:00:00", "node", "build", "2/4 build")).plain
