@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from store import STORE_FAULTS, Store, StoreError, describe_db_error
+from store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, resolve_store
 from store.models import QUEUED, RUNNING, TERMINAL_STATUSES
 from store.queries import events_after, get_job, list_jobs, workspaces_for
 from store.records import EventRecord, merged_view, utcnow
@@ -335,6 +335,14 @@ async def cmd_status(args) -> int:
     return await with_store(args, go)
 
 
+def describe_store_fault(exc: BaseException, args) -> str:
+    try:
+        loc = resolve_store(getattr(args, "store", None), getattr(args, "workspace", None))
+    except StoreError:
+        return f"store error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return describe_db_error(exc, loc)
+
+
 class UsageError(Exception):
     pass
 
@@ -378,11 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     except SwarmkitError as exc:
         err(plain(str(exc)))
         return EXIT_FAIL
+    except StoreUrlError as exc:
+        err(plain(str(exc)))
+        return EXIT_USAGE
     except StoreError as exc:
         err(plain(str(exc)))
         return EXIT_FAIL
     except STORE_FAULTS as exc:
-        err(plain(f"store error: {exc}"))
+        err(plain(describe_store_fault(exc, args)))
         return EXIT_FAIL
     except KeyboardInterrupt:
         return 130

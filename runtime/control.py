@@ -70,8 +70,13 @@ async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: s
     )
 
 
+def storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL; the same stand-in on both stores keeps them alike."""
+    return text.replace("\x00", "\u2400") if "\x00" in text else text
+
+
 async def record_event(conn: AsyncConnection, job_id: str, kind: str, text: str = "", node: str | None = None, step: int | None = None, at: datetime | None = None) -> None:
-    await conn.execute(insert(events).values(job_id=job_id, at=at or utcnow(), kind=kind, node=node, step=step, text=text))
+    await conn.execute(insert(events).values(job_id=job_id, at=at or utcnow(), kind=kind, node=node, step=step, text=storable(text)))
 
 
 async def resolve_run(store: Store, ref: str) -> JobRecord:
@@ -394,6 +399,8 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
     ends `cancelled` instead: nobody is left to carry the cancel out, and it
     must not sit in "cancelling" forever.
     """
+    if store.loc.read_only:
+        return []  # looking only: a read-only store cannot be marked
     cutoff = utcnow() - timedelta(seconds=lease_s)
     async with store.read() as conn:
         stale = (

@@ -17,13 +17,13 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
 
-from store import STORE_FAULTS, Store, is_transient
+from store import STORE_FAULTS, Store, describe_db_error, is_transient
 from store.models import UTCDateTime, CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, RUNNING, STOPPED, checkpoints, events, jobs
 from store.queries import get_job, latest_checkpoint
 from store.records import utcnow
 
 from .agents import Usage, make_context, run_call, run_command
-from .control import record_audit, record_event, state_json
+from .control import record_audit, record_event, state_json, storable
 from .errors import (
     AgentFailed,
     FencedError,
@@ -133,7 +133,7 @@ class EventSink:
         self._task = asyncio.create_task(self._loop(), name=f"events-{self.host.job_id[:8]}")
 
     def emit(self, kind: str, text: str, node: str | None = None, step: int | None = None) -> None:
-        record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=text)
+        record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=storable(text))
         with self._plock:
             self.pending.append(record)
             full = len(self.pending) >= EVENT_BATCH
@@ -165,7 +165,8 @@ class EventSink:
                 self.host.fence()
                 return
             except STORE_FAULTS as exc:  # try again next round; lines wait in memory
-                log.warning("writing events for %s failed: %s", self.host.job_id[:8], exc)
+                fault = self.host.fault_text(exc)
+                self.host.warn_once(fault, f"writing events failed: {fault}")
 
     async def flush(self) -> None:
         async with self.lock:
@@ -214,6 +215,7 @@ class RunHost:
         self._stop_latched: str | None = None
         self._cancel: Flags | None = None
         self._fenced = False
+        self._warned: set[str] = set()
         self._node_task: asyncio.Task | None = None
         self.final_status: str | None = None
         self.workspace = store.loc.runs_dir / job_id
@@ -227,6 +229,18 @@ class RunHost:
             log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
             if self._node_task and not self._node_task.done():
                 self._node_task.cancel()
+
+    def warn_once(self, fault: str, text: str) -> None:
+        """A store fault repeats at every retry and flush; the operator needs to hear it once."""
+        if fault not in self._warned:
+            self._warned.add(fault)
+            log.warning("run %s: %s", self.job_id[:8], text)
+
+    def fault_text(self, exc: BaseException) -> str:
+        """One line for a log or the row's error: a store fault without its SQL and parameters."""
+        if isinstance(exc, STORE_FAULTS):
+            return describe_db_error(exc, self.store.loc)
+        return "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
 
     def _mine(self):
         return (jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
@@ -268,7 +282,8 @@ class RunHost:
             except Exception as exc:
                 if not is_transient(exc) or loop.time() >= deadline:
                     raise
-                log.warning("run %s: %s failed (%s); retrying", self.job_id[:8], what, exc)
+                fault = self.fault_text(exc)
+                self.warn_once(fault, f"{what} failed ({fault}); retrying")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
@@ -291,7 +306,8 @@ class RunHost:
             except STORE_FAULTS as exc:
                 # Keep trying: if the store stays away past the lease, someone
                 # marks the run lost and our next write is fenced.
-                log.warning("heartbeat for %s failed: %s", self.job_id[:8], exc)
+                fault = self.fault_text(exc)
+                self.warn_once(fault, f"heartbeat failed: {fault}")
                 continue
             if flags.cancel_requested_at is not None and self._cancel is None:
                 self._cancel = flags
@@ -434,7 +450,7 @@ class RunHost:
 
         async def op() -> bool:
             now = utcnow()
-            values: dict[str, Any] = dict(status=status, updated_at=now, error=error, ended_at=now, current_node=None)
+            values: dict[str, Any] = dict(status=status, updated_at=now, error=storable(error) if error else None, ended_at=now, current_node=None)
             async with self.store.write() as conn:
                 res = await conn.execute(update(jobs).where(*cond).values(**values))
                 if res.rowcount != 1:
@@ -580,8 +596,9 @@ class RunHost:
             self.final_status = "abandoned"
             raise
         except Exception as exc:
-            detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            log.exception("run %s faulted", self.job_id[:8])
+            detail = self.fault_text(exc)
+            self.warn_once(detail, f"faulted: {detail}")
+            log.debug("run %s fault", self.job_id[:8], exc_info=True)
             try:
                 await self._flush()
             except Exception:

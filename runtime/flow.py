@@ -74,6 +74,8 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise fail('a flow needs a name: add  name = "my-flow"', _key_line(source, "name"))
+    if "\x00" in name or "\x00" in source:
+        raise fail("a flow cannot hold a NUL character", _key_line(source, "name"))
     agents_raw = data.get("agents")
     if agents_raw is None:
         raise fail("a flow needs at least one [[agents]] table")
@@ -93,6 +95,8 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
         aname = raw.get("name")
         if not isinstance(aname, str) or not aname.strip():
             raise fail(f"{label} needs a name", line)
+        if "\x00" in aname:
+            raise fail(f"{label}: a name cannot hold a NUL character", line)
         label = f"agent {aname!r}"
         if aname in seen:
             raise fail(f"{label} is defined twice; agent names must be unique", line)

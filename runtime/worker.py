@@ -10,7 +10,7 @@ from typing import Callable
 
 from sqlalchemy import insert, update
 
-from store import STORE_FAULTS, Store
+from store import STORE_FAULTS, Store, describe_db_error
 from store.models import workers
 from store.records import utcnow
 
@@ -102,13 +102,13 @@ class Worker:
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {job.step + 1}/{job.steps}")
                             self.hosted[job.id] = asyncio.create_task(self._host(job.id), name=f"host-{job.short_id}")
                     except STORE_FAULTS as exc:
-                        log.warning("worker poll failed: %s", exc)
+                        log.warning("worker poll failed: %s", describe_db_error(exc, self.store.loc))
                 if loop.time() - last_beat >= self.settings.heartbeat_s:
                     try:
                         await self._beat()
                         last_beat = loop.time()
                     except STORE_FAULTS as exc:
-                        log.warning("worker heartbeat failed: %s", exc)
+                        log.warning("worker heartbeat failed: %s", describe_db_error(exc, self.store.loc))
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_s)

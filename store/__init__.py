@@ -6,10 +6,12 @@ Knows nothing of flows or of any UI.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import AsyncIterator, Callable, TypeVar
 
 from sqlalchemy import Connection, Engine
@@ -19,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .engine import (
     STORE_ENV,
+    folder_is_read_only,
     make_sync_engine,
     StoreError,
     StoreLocation,
@@ -74,16 +77,34 @@ __all__ = [
 ]
 
 
+def _sqlite_folder(loc: StoreLocation) -> Path | None:
+    return Path(loc.url.database).parent if loc.is_sqlite and loc.url.database else None
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
 def describe_db_error(exc: BaseException, loc: StoreLocation) -> str:
-    """One line naming the store and what is wrong with it."""
+    """One line naming the store and what is wrong with it: never the SQL or its parameters."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    folder = _sqlite_folder(loc)
     if "file is not a database" in text:
         return f"{loc.display} is not a Swarmkit store (file is not a database)"
-    if "readonly database" in text or "attempt to write a readonly" in text:
-        return f"the store {loc.display} is read-only ({text})"
-    if "disk is full" in text or "database or disk is full" in text:
-        return f"the store {loc.display} has no space left ({text})"
+    if "readonly database" in text or "attempt to write a readonly" in text or (
+        folder is not None and "unable to open database file" in text and folder_is_read_only(folder / "x")
+    ):
+        where = f" (its folder {folder} cannot be written)" if folder is not None else ""
+        return f"the store {loc.display} is read-only{where}"
+    if "disk is full" in text or "database or disk is full" in text or (
+        folder is not None and ("disk I/O error" in text or "unable to open" in text) and _free_bytes(folder) == 0
+    ):
+        return f"the store {loc.display} has no space left ({text}; 0 bytes free in {folder})"
     if "database is locked" in text:
         return f"the store {loc.display} is locked by another process ({text})"
     if isinstance(orig, (ConnectionError, OSError)) or "connect" in text.lower():
@@ -122,6 +143,8 @@ class Store:
         migrate: bool = True,
     ) -> "Store":
         loc = loc or resolve_store(store, workspace)
+        if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):
+            loc = dataclasses.replace(loc, read_only=True)
         engine = make_engine(loc, create=create)
         self = cls(loc, engine)
         try:

@@ -40,6 +40,9 @@ class StoreLocation:
     # Where run workspaces live: `<workspace>/.swarmkit/runs`.
     workspace: Path
     schema: str | None = None
+    # A SQLite store whose folder cannot be written (a read-only mount): it is
+    # opened immutable, for looking only; every write is refused as read-only.
+    read_only: bool = False
 
     @property
     def is_sqlite(self) -> bool:
@@ -114,20 +117,41 @@ def _prepare_sqlite_dir(path: Path) -> None:
             raise StoreError(f"cannot create the store file {path}: {exc.strerror or exc}") from None
 
 
+def folder_is_read_only(path: Path) -> bool:
+    """True when the store's folder exists but cannot be written (a read-only mount, or no write permission)."""
+    folder = path.parent
+    if not folder.is_dir():
+        return False
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return True
+    except OSError:
+        return False
+    return not os.access(folder, os.W_OK)
+
+
+def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
+    if not loc.read_only:
+        return loc.url.set(drivername=driver)
+    # immutable: no -shm or -wal to create, no locks to take; nobody can write
+    # a store on a read-only mount anyway.
+    return URL.create(driver, database=f"file:{loc.url.database}", query={"mode": "ro", "immutable": "1", "uri": "true"})
+
+
 def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
     if loc.is_sqlite:
         path = Path(loc.url.database or "")
-        if create:
+        if create and not loc.read_only:
             _prepare_sqlite_dir(path)
         elif not path.exists():
             raise StoreError(f"no store at {path}")
         engine = create_async_engine(
-            loc.url,
+            _sqlite_url(loc, "sqlite+aiosqlite"),
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
             pool_size=8,
             max_overflow=32,
         )
-        _install_sqlite_hooks(engine)
+        _install_sqlite_hooks(engine, loc.read_only)
         return engine
     connect_args: dict = {"timeout": 10}
     if loc.schema:
@@ -145,16 +169,16 @@ def make_sync_engine(loc: StoreLocation) -> Engine:
     """A stdlib-driver engine on the same SQLite file, for one dedicated thread."""
     assert loc.is_sqlite
     engine = create_engine(
-        loc.url.set(drivername="sqlite+pysqlite"),
+        _sqlite_url(loc, "sqlite+pysqlite"),
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
         pool_size=2,
         max_overflow=2,
     )
-    _install_sqlite_hooks(engine)
+    _install_sqlite_hooks(engine, loc.read_only)
     return engine
 
 
-def _install_sqlite_hooks(engine: AsyncEngine | Engine) -> None:
+def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False) -> None:
     sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
 
     @event.listens_for(sync_engine, "connect")
@@ -163,8 +187,9 @@ def _install_sqlite_hooks(engine: AsyncEngine | Engine) -> None:
         # decide when BEGIN happens and of which kind.
         dbapi_connection.isolation_level = None
         cur = dbapi_connection.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        if not read_only:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
         cur.close()

@@ -49,6 +49,17 @@ def _check_and_upgrade(sync_conn, display: str, upgrade: bool) -> str | None:
             f"this Swarmkit knows schema revisions up to {script.get_current_head()}. "
             "Upgrade Swarmkit to use this store; it was left untouched."
         )
+    if current is None:
+        # A database that is not (yet) a Swarmkit store: only an empty one may become one.
+        from sqlalchemy import inspect
+
+        found = sorted(inspect(sync_conn).get_table_names())
+        if found:
+            hint = " (on PostgreSQL, name a schema of its own with ?schema=NAME)" if sync_conn.dialect.name == "postgresql" else ""
+            raise StoreError(
+                f"{display} is not a Swarmkit store: it holds tables Swarmkit did not make ({', '.join(found[:8])}); "
+                f"name an empty file or a new database{hint}. It was left untouched."
+            )
     if not upgrade or current == script.get_current_head():
         return current
     cfg = _config()
@@ -85,6 +96,8 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation) -> None:
         await conn.rollback()
     if current == head:
         return
+    if loc.read_only:
+        raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({current or 'empty'}, wanted {head}); it cannot be migrated")
     async with write_tx(engine) as conn:
         if not loc.is_sqlite:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_MIGRATION_LOCK})
