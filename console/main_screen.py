@@ -25,7 +25,7 @@ from store.queries import audit_for, checkpoints_for, get_job, workspaces_for
 from store.records import JobRecord
 from widgets.confirm_dialog import Choice, ConfirmDialog
 from widgets.run_detail import DetailSection, RunDetail
-from widgets.run_table import RunTable
+from widgets.run_table import RunRow, RunTable
 from widgets.safe_text import safe, safe_lines
 from widgets.state_counts import StateCounts, StoreSummary
 
@@ -107,6 +107,7 @@ class MainScreen(Screen):
         self._detail_dirty = False
         self._detail_busy = False
         self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...]]] = {}
+        self._row_at: datetime | None = None  # the time the table's rows are shown at
         self._closing = False
 
     # --- layout -----------------------------------------------------------------
@@ -121,7 +122,12 @@ class MainScreen(Screen):
         yield Static(id="message")
         yield Footer()
 
+    def _row_of(self, key: str) -> RunRow | None:
+        job = self.jobs.get(key)
+        return run_row(job, self._row_at) if job is not None and self._row_at is not None else None
+
     def on_mount(self) -> None:
+        self.query_one(RunTable).row_source = self._row_of
         self.query_one("#banner").display = False
         self.query_one("#filter").display = False
         self.query_one("#empty").display = False
@@ -198,9 +204,14 @@ class MainScreen(Screen):
         self.failures = 0
         self.problem = None
         self._last_ok_at = snap.at
-        self.jobs = {j.id: j for j in snap.jobs}
+        previous, self.jobs = self.jobs, {j.id: j for j in snap.jobs}
         table = self.query_one(RunTable)
-        table.show_rows([run_row(j, snap.at) for j in snap.jobs])
+        # Rows are made only for the runs whose record changed (the poller
+        # hands back the same record while a run does not change); ages on
+        # screen are refreshed through the table's row source.
+        self._row_at = snap.at
+        fresh = {j.id: run_row(j, snap.at) for j in snap.jobs if previous.get(j.id) is not j}
+        table.show([j.id for j in snap.jobs], fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs
         if not snap.jobs:
@@ -302,8 +313,12 @@ class MainScreen(Screen):
     def _selection_changed(self) -> None:
         detail = self.query_one(RunDetail)
         if not detail.display:
+            self.poller.focus = None
             return
         job = self.selected
+        # The poll re-reads the row the detail shows: its heartbeat moves
+        # without touching updated_at.
+        self.poller.focus = job.id if job is not None else None
         if job is None:
             detail.show(None, "no run selected" if self.jobs else "no runs shown")
             return

@@ -1,17 +1,52 @@
-"""What one poll of the store reads: cheap "did anything change?" first, then only what changed."""
+"""What one poll of the store reads: cheap "did anything change?" first, then only what changed.
+
+A poll is one short read transaction (on SQLite one hop to the store's own
+thread, not one per statement; on PostgreSQL one REPEATABLE READ transaction,
+so that its statements agree with each other). When nothing changed it reads
+a handful of index entries:
+
+- is any running row past its lease? (only then does it call
+  `control.mark_lost`, the one implementation of that rule, and read again);
+- the change marker: the newest `updated_at`, the count of active rows and
+  the count of rows updated after the oldest ended run on show;
+- running rows whose `last_event_at` moved (log lines and heartbeats do not
+  touch `updated_at`);
+- the run the detail pane shows, and the live workers.
+
+The poller holds every active run and the newest ended ones. Whatever it holds
+after a poll must agree with the marker's counts; when it does not (a row was
+deleted, or written by a host whose clock lags ours by more than SKEW), the
+same transaction reads everything again. Measured in bench/console_poll.py.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from operator import attrgetter
 from typing import Callable
 
 from runtime import control
-from store import ACTIVE_STATUSES, STORE_FAULTS, TERMINAL_STATUSES
-from store.queries import change_marker, jobs_changed_since, list_jobs, live_workers, running_jobs, status_counts
-from store.records import JobRecord
+from store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
+from store.queries import (
+    ChangeMarker,
+    active_status_counts_sync,
+    change_marker_sync,
+    count_live_workers_sync,
+    get_job_sync,
+    get_jobs_sync,
+    jobs_changed_after_sync,
+    lease_expired_sync,
+    list_jobs_sync,
+    running_active_since_sync,
+    status_counts_sync,
+    updated_between_sync,
+)
+from store.records import JobRecord, utcnow
 
 from .store_link import StoreLink
 
@@ -22,10 +57,12 @@ ENDED_BOUND = 200
 # Runs that ended this recently stay in the default view, so an operator sees
 # how what they just did (or watched) ended.
 LINGER = timedelta(minutes=10)
-# Now and then read everything again: catches deletions and writers whose
-# clocks lag ours by more than SKEW.
+# Now and then read everything again: catches what the counts cannot (a row
+# changed in place by a writer whose clock lags ours by more than SKEW).
 FULL_EVERY_S = 30.0
 SKEW = timedelta(seconds=5)
+# The window of a store holding fewer ended runs than ENDED_BOUND: every row.
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -35,9 +72,39 @@ class Snapshot:
     workers: int
     at: datetime
     full: bool = False
-    fetched: int = 0
+    fetched: int = 0  # rows read, whole or narrow (id and update time)
+    whole: int = 0  # of which whole rows
     lost_check: str | None = None  # why lost detection did not run, if it did not
     all_ended: bool = field(default=False)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a poll's transaction needs to know of the poller; decided on the loop, read on the store thread."""
+
+    text_filter: str | None
+    full: bool
+    check_lease: bool
+    lease_cutoff: datetime
+    workers_since: datetime
+    previous: ChangeMarker | None
+    expect: tuple[int, int] | None  # (active, window) the cache holds, unfiltered only
+    window_after: datetime | None
+    event_since: datetime | None
+    focus: str | None
+
+
+@dataclass
+class _Read:
+    lease_expired: bool = False
+    marker: ChangeMarker | None = None
+    full: bool = False
+    rows: list[JobRecord] = field(default_factory=list)  # full: everything shown; else: what changed
+    counts: dict[str, int] | None = None  # full: every status; else the active ones (None: unchanged)
+    running: list[JobRecord] = field(default_factory=list)
+    focus: JobRecord | None = None
+    workers: int = 0
+    narrow: list[tuple[str, datetime]] = field(default_factory=list)  # (id, updated_at) of the skew window
 
 
 class Poller:
@@ -57,19 +124,58 @@ class Poller:
         self.detect_lost = detect_lost
         self.ended_bound = ended_bound
         self.linger = linger
+        # A run whose row is read again at every poll: the one the detail
+        # pane shows (its heartbeat moves without touching updated_at).
+        self.focus: str | None = None
         self._cache: dict[str, JobRecord] = {}
-        self._marker: tuple[datetime | None, int] | None = None
+        self._marker: ChangeMarker | None = None
         self._filter: str | None = None
         self._last_full = 0.0
+        self._lock = asyncio.Lock()
+        # When the previous poll read the store (our clock): running rows whose
+        # last_event_at moved after it, less SKEW, are read again.
+        self._last_read_at: datetime | None = None
+        self._workers = 0
+        # Counts: the active statuses as of the last change; the ended ones as
+        # of the last full read, plus the runs seen ending since (an ended run
+        # never changes again).
+        self._active_counts: dict[str, int] = {}
+        self._ended_counts: dict[str, int] = {}
+        self._ended_since: dict[str, str] = {}
+        self._recount_latest: datetime | None = None
+        # Kept up to date row by row, so that a poll costs what changed, not
+        # what is held: the counts the marker is checked against, the active
+        # runs in their order, the ended and the running ones.
+        self._window_after: datetime = _EPOCH  # fixed from one full read to the next
+        self._n_active = 0
+        self._n_window = 0
+        self._active_keys: list[tuple[datetime, str]] = []  # (created_at, id), ascending
+        self._ended: dict[str, JobRecord] = {}
+        self._running: dict[str, JobRecord] = {}
+        self._order_dirty = True
+        self._active_desc: list[str] = []
+        self._ended_sorted: list[JobRecord] | None = None
+        self._rows_dirty = True
+        self._shown: tuple[tuple[bool, int], tuple[JobRecord, ...]] | None = None
 
     def forget(self) -> None:
         """Read everything again next time (after a fault, the cache may be of another store)."""
         self._marker = None
 
+    # --- the poll -------------------------------------------------------------
+
     async def poll(self, *, show_ended: bool = False, text_filter: str | None = None) -> Snapshot:
+        async with self._lock:
+            return await self._poll(show_ended, text_filter)
+
+    async def _poll(self, show_ended: bool, text_filter: str | None) -> Snapshot:
         store = await self.link.get()
+        text_filter = (text_filter or "").strip() or None
         lost_check = None
-        if self.detect_lost:
+        plan = self._plan(text_filter)
+        read_at = utcnow()
+        got = await self._read(store, plan)
+        if got.lease_expired:
             try:
                 await control.mark_lost(store, self.lease_s)
             except STORE_FAULTS as exc:
@@ -77,76 +183,224 @@ class Poller:
                 # still works, and the read below reports a store that is down.
                 lost_check = str(exc)
                 log.info("marking lost runs failed: %s", exc)
+            got = await self._read(store, replace(plan, check_lease=False))
+        fetched, whole = self._take(got, text_filter, read_at)
+        if not got.full and text_filter is None and got.marker is not None and (self._n_active, self._n_window) != (got.marker.active, got.marker.window):
+            # What we hold disagrees with the store (a row deleted, or changed by
+            # a writer whose clock lags ours more than SKEW): read it all again.
+            got = await self._read(store, replace(plan, full=True, check_lease=False, window_after=None))
+            more, more_whole = self._take(got, text_filter, read_at)
+            fetched, whole = fetched + more, whole + more_whole
         now = self.clock()
-        text_filter = (text_filter or "").strip() or None
-        fetched = 0
-        async with store.read() as conn:
-            marker = await change_marker(conn)
-            counts = await status_counts(conn)
-            workers = len(await live_workers(conn, now - timedelta(seconds=self.lease_s)))
-            full = (
-                self._marker is None
-                or text_filter != self._filter
-                or marker[1] < self._marker[1]
-                or self._marker[0] is None
-                or time.monotonic() - self._last_full > FULL_EVERY_S
-            )
-            if not full and marker != self._marker and text_filter is not None:
-                # The filter is SQL's to apply; its result is small.
-                full = True
-            if full:
-                rows = await list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=text_filter)
-                self._cache = {j.id: j for j in rows}
-                self._last_full = time.monotonic()
-                fetched += len(rows)
-            elif marker != self._marker:
-                assert self._marker is not None and self._marker[0] is not None
-                for job in await jobs_changed_since(conn, self._marker[0] - SKEW):
-                    self._cache[job.id] = job
-                    fetched += 1
-            running = await running_jobs(conn)
-        self._marker = marker
-        self._filter = text_filter
-        fetched += len(running)
-        running_ids = set()
-        for job in running:
-            running_ids.add(job.id)
-            if job.id in self._cache or text_filter is None:
-                self._cache[job.id] = job
-        for job_id in [j.id for j in self._cache.values() if j.status == "running" and j.id not in running_ids]:
-            # No longer running, yet its change was not seen (a lagging clock):
-            # read everything next time rather than show it running.
-            self._marker = None
-            del self._cache[job_id]
-        shown = dict(counts)
-        for job in running:
+        jobs = self._view(now, show_ended)
+        counts = self._counts()
+        # Shown statuses (stopping, cancelling, stalled) are derived from running rows.
+        for job in self._running.values():
             status = job.display_status(now)
-            if status != "running":
-                shown["running"] = shown.get("running", 0) - 1
-                shown[status] = shown.get(status, 0) + 1
+            if status != RUNNING:
+                counts[RUNNING] = counts.get(RUNNING, 0) - 1
+                counts[status] = counts.get(status, 0) + 1
         return Snapshot(
-            jobs=tuple(self._view(now, show_ended)),
-            counts={k: v for k, v in shown.items() if v},
-            workers=workers,
+            jobs=jobs,
+            counts={k: v for k, v in counts.items() if v},
+            workers=self._workers,
             at=now,
-            full=full,
+            full=got.full,
             fetched=fetched,
+            whole=whole,
             lost_check=lost_check,
             all_ended=show_ended,
         )
 
-    def _view(self, now: datetime, show_ended: bool) -> list[JobRecord]:
-        active = sorted((j for j in self._cache.values() if j.status in ACTIVE_STATUSES), key=lambda j: (j.created_at, j.id), reverse=True)
-        ended = sorted(
-            (j for j in self._cache.values() if j.status in TERMINAL_STATUSES or j.status not in ACTIVE_STATUSES),
-            key=lambda j: (j.updated_at, j.id),
-            reverse=True,
-        )[: self.ended_bound]
-        # Keep the cache bounded too: ended rows past the bound are dropped.
-        keep = {j.id for j in ended}
-        for job_id in [j.id for j in self._cache.values() if j.status not in ACTIVE_STATUSES and j.id not in keep]:
-            del self._cache[job_id]
+    def _plan(self, text_filter: str | None) -> _Plan:
+        full = (
+            self._marker is None
+            or text_filter != self._filter
+            or time.monotonic() - self._last_full > FULL_EVERY_S
+        )
+        unfiltered = not full and text_filter is None
+        return _Plan(
+            text_filter=text_filter,
+            full=full,
+            check_lease=self.detect_lost,
+            lease_cutoff=utcnow() - timedelta(seconds=self.lease_s),
+            workers_since=self.clock() - timedelta(seconds=self.lease_s),
+            previous=self._marker,
+            expect=(self._n_active, self._n_window) if unfiltered else None,
+            window_after=self._window_after if unfiltered else None,
+            event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
+            focus=self.focus,
+        )
+
+    async def _read(self, store: Store, plan: _Plan) -> _Read:
+        if store.loc.is_sqlite:
+            # A deferred BEGIN: every statement reads the same snapshot.
+            return await store.run_read(lambda conn: self._tx(conn, plan))
+        async with store.engine.connect() as conn:
+            # PostgreSQL's default READ COMMITTED gives each statement a
+            # snapshot of its own; the counts must agree with the rows.
+            conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+            async with conn.begin():
+                return await conn.run_sync(lambda c: self._tx(c, plan))
+
+    def _tx(self, conn, plan: _Plan) -> _Read:
+        """One poll's reads, in one transaction. Runs on the store's thread: reads the poller, never changes it."""
+        got = _Read()
+        if plan.check_lease and lease_expired_sync(conn, plan.lease_cutoff):
+            got.lease_expired = True
+            return got
+        marker = change_marker_sync(conn, plan.window_after)
+        got.marker = marker
+        prev = plan.previous
+        full = plan.full or prev is None or prev.latest is None or marker.latest is None
+        if not full:
+            assert prev is not None and prev.latest is not None and marker.latest is not None
+            if plan.text_filter is not None:
+                # The cache holds what matches; SQL applies the filter again on any change.
+                full = marker.latest != prev.latest or marker.active != prev.active
+            elif marker.latest == prev.latest:
+                # Nothing moved the newest update; yet a deleted row, or a row
+                # written with a lagging clock, shows in the counts.
+                full = (marker.active, marker.window) != plan.expect
+            else:
+                # What changed since the newest update seen last time, whole;
+                # and the updates just before it (a write that committed late,
+                # or came from a lagging clock), narrow first: most are held already.
+                changed = jobs_changed_after_sync(conn, prev.latest)
+                got.narrow = updated_between_sync(conn, prev.latest - SKEW, prev.latest)
+                cache = self._cache
+                missed = [job_id for job_id, at in got.narrow if (held := cache.get(job_id)) is None or held.updated_at != at]
+                got.rows = changed + get_jobs_sync(conn, missed)
+                got.counts = active_status_counts_sync(conn)
+        if full:
+            got.full = True
+            got.rows = list_jobs_sync(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter)
+            got.counts = status_counts_sync(conn)
+        elif plan.event_since is not None:
+            got.running = running_active_since_sync(conn, plan.event_since)
+        if plan.focus is not None:
+            got.focus = get_job_sync(conn, plan.focus)
+        got.workers = count_live_workers_sync(conn, plan.workers_since)
+        return got
+
+    # --- what the poller holds ---------------------------------------------------
+
+    def _take(self, got: _Read, text_filter: str | None, read_at: datetime) -> tuple[int, int]:
+        """Fold one poll's reads into the cache and the counts; returns how many rows were read (all, whole)."""
+        assert got.marker is not None
+        whole = len(got.rows) + len(got.running) + (1 if got.focus is not None else 0)
+        narrow = {job_id for job_id, _ in got.narrow} - {j.id for j in got.rows}
+        if got.full:
+            self._reset(got.rows, got.marker)
+            if got.focus is not None and got.focus.id in self._cache:
+                self._put(got.focus)
+            self._last_full = time.monotonic()
+            counts = got.counts or {}
+            self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
+            self._ended_counts = {s: n for s, n in counts.items() if s not in ACTIVE_STATUSES}
+            self._ended_since = {}
+            self._recount_latest = got.marker.latest
+        else:
+            held_only = text_filter is not None  # filtered: only rows already shown are refreshed
+            for job in got.rows:
+                if not held_only or job.id in self._cache:
+                    self._put(job)
+            for job in got.running:
+                if not held_only or job.id in self._cache:
+                    self._put(job)
+            if got.focus is not None and got.focus.id in self._cache:
+                self._put(got.focus)
+            if got.counts is not None:
+                self._active_counts = dict(got.counts)
+            for job in got.rows:
+                if job.status not in ACTIVE_STATUSES and (self._recount_latest is None or job.updated_at > self._recount_latest):
+                    self._ended_since[job.id] = job.status
+        self._marker = got.marker
+        self._filter = text_filter
+        self._workers = got.workers
+        self._last_read_at = read_at
+        return whole + len(narrow), whole
+
+    def _reset(self, rows: list[JobRecord], marker: ChangeMarker) -> None:
+        """Hold exactly `rows` (a full read): all active runs and the newest ended ones."""
+        self._cache = {j.id: j for j in rows}
+        ended = [j for j in rows if j.status not in ACTIVE_STATUSES]
+        # From now to the next full read, the marker counts the rows updated
+        # after the oldest ended run held: every one of them is held, so a
+        # deleted one shows.
+        self._window_after = min(j.updated_at for j in ended) if len(ended) >= self.ended_bound else _EPOCH
+        self._n_window = sum(1 for j in rows if j.updated_at > self._window_after)
+        active = [j for j in rows if j.status in ACTIVE_STATUSES]
+        self._n_active = len(active)
+        self._active_keys = sorted((j.created_at, j.id) for j in active)
+        self._ended = {j.id: j for j in ended}
+        self._running = {j.id: j for j in active if j.status == RUNNING}
+        self._order_dirty = True
+        self._ended_sorted = None
+        self._rows_dirty = True
+
+    def _put(self, job: JobRecord) -> None:
+        """Hold `job` in place of what was held under its id, keeping the bookkeeping exact."""
+        cache = self._cache
+        old = cache.get(job.id)
+        cache[job.id] = job
+        self._rows_dirty = True
+        w = self._window_after
+        is_active = job.status in ACTIVE_STATUSES
+        was_active = old is not None and old.status in ACTIVE_STATUSES
+        if old is not None and old.updated_at > w:
+            self._n_window -= 1
+        if job.updated_at > w:
+            self._n_window += 1
+        if was_active != is_active or (is_active and old is not None and old.created_at != job.created_at):
+            if was_active:
+                assert old is not None
+                self._n_active -= 1
+                key = (old.created_at, old.id)
+                i = bisect_left(self._active_keys, key)
+                if i < len(self._active_keys) and self._active_keys[i] == key:
+                    del self._active_keys[i]
+            if is_active:
+                self._n_active += 1
+                insort(self._active_keys, (job.created_at, job.id))
+            self._order_dirty = True
+        if old is not None and not was_active:
+            self._ended.pop(job.id, None)
+            self._ended_sorted = None
+        if not is_active:
+            self._ended[job.id] = job
+            self._ended_sorted = None
+        if job.status == RUNNING:
+            self._running[job.id] = job
+        elif old is not None and old.status == RUNNING:
+            self._running.pop(job.id, None)
+
+    def _counts(self) -> dict[str, int]:
+        counts = dict(self._ended_counts)
+        for status in self._ended_since.values():
+            counts[status] = counts.get(status, 0) + 1
+        for status in ACTIVE_STATUSES:
+            counts.pop(status, None)
+        counts.update(self._active_counts)
+        return counts
+
+    def _view(self, now: datetime, show_ended: bool) -> tuple[JobRecord, ...]:
+        """Active runs, newest first, then the newest ended ones (bounded); rebuilt only when something changed."""
+        cache = self._cache
+        if self._order_dirty:
+            # created_at never changes: the order only moves when runs join or leave.
+            self._order_dirty = False
+            self._active_desc = [job_id for _, job_id in reversed(self._active_keys)]
+            self._rows_dirty = True
+        if self._ended_sorted is None:
+            self._ended_sorted = sorted(self._ended.values(), key=attrgetter("updated_at", "id"), reverse=True)[: self.ended_bound]
+            self._rows_dirty = True
+        ended = self._ended_sorted
         if not show_ended:
             cutoff = now - self.linger
             ended = [j for j in ended if (j.ended_at or j.updated_at) >= cutoff]
-        return active + ended
+        key = (show_ended, len(ended))
+        if self._rows_dirty or self._shown is None or self._shown[0] != key:
+            self._rows_dirty = False
+            self._shown = (key, tuple(map(cache.__getitem__, self._active_desc)) + tuple(ended))
+        return self._shown[1]

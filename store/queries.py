@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Iterable, Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, DateTime, TypeDecorator, bindparam, func, select, type_coerce
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .models import (
     ACTIVE_STATUSES,
+    RUNNING,
+    UTCDateTime,
     audit,
     checkpoints,
     events,
@@ -27,11 +30,56 @@ from .records import (
     audit_detail,
 )
 
-_JOB_COLS = [jobs.c[name] for name in JobRecord.__dataclass_fields__]
+class _UTCRead(TypeDecorator[datetime]):
+    """`UTCDateTime` for reading rows in bulk: the same values, one Python call each instead of three.
+
+    The console reads thousands of rows at a full reload; seven timestamps a row
+    made this half of the cost of turning rows into records (bench/console_poll.py).
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def result_processor(self, dialect, coltype):
+        utc = timezone.utc
+        if dialect.name == "sqlite":
+            parse = datetime.fromisoformat
+
+            def process(value):
+                if value is None:
+                    return None
+                if isinstance(value, str):
+                    return parse(value).replace(tzinfo=utc)
+                return value.replace(tzinfo=utc)
+
+            return process
+
+        def process_native(value):
+            return None if value is None else value.replace(tzinfo=utc)
+
+        return process_native
+
+
+def _read_col(name: str):
+    col = jobs.c[name]
+    return type_coerce(col, _UTCRead()).label(name) if isinstance(col.type, UTCDateTime) else col
+
+
+_JOB_FIELDS = tuple(JobRecord.__dataclass_fields__)
+_JOB_COLS = [_read_col(name) for name in _JOB_FIELDS]
+_new = object.__new__
 
 
 def _job(row) -> JobRecord:
-    return JobRecord(**row._mapping)
+    """A record from a row of `_JOB_COLS` (selected in the record's field order).
+
+    Filled in place rather than through the frozen dataclass's `__init__`
+    (29 `object.__setattr__` calls): a third of the cost, the same record
+    (JobRecord has no `__post_init__`). Measured in bench/console_poll.py.
+    """
+    job = _new(JobRecord)
+    job.__dict__.update(zip(_JOB_FIELDS, row))
+    return job
 
 
 async def get_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
@@ -56,14 +104,10 @@ async def get_jobs(conn: AsyncConnection, ids: Iterable[str]) -> list[JobRecord]
     return [_job(r) for r in await conn.execute(select(*_JOB_COLS).where(jobs.c.id.in_(ids)))]
 
 
-async def list_jobs(
-    conn: AsyncConnection,
-    *,
-    include_ended: bool = True,
-    ended_limit: int = 200,
-    text_filter: str | None = None,
-) -> list[JobRecord]:
-    """Active runs (all of them), then the most recent ended ones, bounded."""
+_ACTIVE = sorted(ACTIVE_STATUSES)
+
+
+def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None):
     cond = []
     if text_filter:
         like = "%" + text_filter.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -73,31 +117,123 @@ async def list_jobs(
             | (jobs.c.status.ilike(like, escape="\\"))
             | (jobs.c.current_node.ilike(like, escape="\\"))
         )
-    active = select(*_JOB_COLS).where(jobs.c.status.in_(sorted(ACTIVE_STATUSES)), *cond).order_by(jobs.c.created_at.desc())
-    out = [_job(r) for r in await conn.execute(active)]
+    stmts = [select(*_JOB_COLS).where(jobs.c.status.in_(_ACTIVE), *cond).order_by(jobs.c.created_at.desc())]
     if include_ended:
-        ended = (
+        stmts.append(
             select(*_JOB_COLS)
-            .where(jobs.c.status.not_in(sorted(ACTIVE_STATUSES)), *cond)
+            .where(jobs.c.status.not_in(_ACTIVE), *cond)
             .order_by(jobs.c.updated_at.desc())
             .limit(ended_limit)
         )
-        out.extend(_job(r) for r in await conn.execute(ended))
+    return stmts
+
+
+async def list_jobs(
+    conn: AsyncConnection,
+    *,
+    include_ended: bool = True,
+    ended_limit: int = 200,
+    text_filter: str | None = None,
+) -> list[JobRecord]:
+    """Active runs (all of them), then the most recent ended ones, bounded."""
+    out: list[JobRecord] = []
+    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter):
+        out.extend(_job(r) for r in await conn.execute(stmt))
     return out
 
 
-async def change_marker(conn: AsyncConnection) -> tuple[datetime | None, int]:
-    """A cheap answer to "did anything change?": the newest update time and the row count."""
-    row = (await conn.execute(select(func.max(jobs.c.updated_at), func.count()).select_from(jobs))).one()
+def list_jobs_sync(
+    conn: Connection,
+    *,
+    include_ended: bool = True,
+    ended_limit: int = 200,
+    text_filter: str | None = None,
+) -> list[JobRecord]:
+    """`list_jobs` on a sync connection (inside `Store.run_read`)."""
+    out: list[JobRecord] = []
+    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter):
+        out.extend(_job(r) for r in conn.execute(stmt))
+    return out
+
+
+@dataclass(frozen=True)
+class ChangeMarker:
+    """A cheap answer to "did anything change?", read in one statement from two indexes.
+
+    `latest`: the newest `updated_at` (an index-only max). Every transition and
+    every node boundary moves it. Deleted rows and rows written by a writer
+    whose clock lags do not, so two counts come along: `active`, the rows in an
+    active status (a range of the status index, a few thousand entries at
+    most), and `window`, the rows updated after `window_after` (a range of the
+    updated_at index; the console passes the oldest ended run it shows). A
+    reader that holds every active run and every run updated after the window
+    compares both counts with what it holds. Neither counts the whole table:
+    `count(*)` over 100,000 rows costs milliseconds on both stores.
+    """
+
+    latest: datetime | None
+    active: int
+    window: int
+    window_after: datetime | None = None
+
+
+_W = bindparam("b_window_after", type_=UTCDateTime())
+_MARKER_LATEST = select(func.max(jobs.c.updated_at)).scalar_subquery()
+_MARKER_ACTIVE = select(func.count()).select_from(jobs).where(jobs.c.status.in_(_ACTIVE)).scalar_subquery()
+_MARKER_WINDOW = select(func.count()).select_from(jobs).where(jobs.c.updated_at > _W).scalar_subquery()
+_MARKER = select(_MARKER_LATEST, _MARKER_ACTIVE)
+_MARKER_W = select(_MARKER_LATEST, _MARKER_ACTIVE, _MARKER_WINDOW)
+
+
+def _marker(row, window_after: datetime | None) -> ChangeMarker:
     latest = row[0]
     if isinstance(latest, str):
-        latest = datetime.fromisoformat(latest)
-    return latest, int(row[1])
+        latest = UTCDateTime().process_result_value(datetime.fromisoformat(latest), None)
+    return ChangeMarker(latest, int(row[1]), int(row[2]) if window_after is not None else 0, window_after)
+
+
+async def change_marker(conn: AsyncConnection, window_after: datetime | None = None) -> ChangeMarker:
+    if window_after is None:
+        return _marker((await conn.execute(_MARKER)).one(), None)
+    return _marker((await conn.execute(_MARKER_W, {"b_window_after": window_after})).one(), window_after)
+
+
+def change_marker_sync(conn: Connection, window_after: datetime | None = None) -> ChangeMarker:
+    """`change_marker` on a sync connection (inside `Store.run_read`)."""
+    if window_after is None:
+        return _marker(conn.execute(_MARKER).one(), None)
+    return _marker(conn.execute(_MARKER_W, {"b_window_after": window_after}).one(), window_after)
+
+
+_CHANGED_SINCE = select(*_JOB_COLS).where(jobs.c.updated_at >= bindparam("b_since", type_=UTCDateTime())).order_by(jobs.c.updated_at)
+_CHANGED_AFTER = select(*_JOB_COLS).where(jobs.c.updated_at > bindparam("b_after", type_=UTCDateTime())).order_by(jobs.c.updated_at)
+_UPDATED_BETWEEN = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at")).where(
+    jobs.c.updated_at >= bindparam("b_from", type_=UTCDateTime()), jobs.c.updated_at <= bindparam("b_to", type_=UTCDateTime())
+)
+_GET_JOBS = select(*_JOB_COLS).where(jobs.c.id.in_(bindparam("b_ids", expanding=True)))
 
 
 async def jobs_changed_since(conn: AsyncConnection, since: datetime) -> list[JobRecord]:
-    stmt = select(*_JOB_COLS).where(jobs.c.updated_at >= since).order_by(jobs.c.updated_at)
-    return [_job(r) for r in await conn.execute(stmt)]
+    return [_job(r) for r in await conn.execute(_CHANGED_SINCE, {"b_since": since})]
+
+
+def jobs_changed_after_sync(conn: Connection, after: datetime) -> list[JobRecord]:
+    """Rows updated strictly after `after` (the newest update a reader saw last time)."""
+    return [_job(r) for r in conn.execute(_CHANGED_AFTER, {"b_after": after})]
+
+
+def updated_between_sync(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, datetime]]:
+    """(id, updated_at) of the rows updated in [start, end]: a narrow read of the updated_at index's range.
+
+    A reader that already holds most of them fetches whole rows only for the
+    ones whose update it has not seen (a write that committed late, or came
+    from a host whose clock lags).
+    """
+    return [(r[0], r[1]) for r in conn.execute(_UPDATED_BETWEEN, {"b_from": start, "b_to": end})]
+
+
+def get_jobs_sync(conn: Connection, ids: Sequence[str]) -> list[JobRecord]:
+    return [_job(r) for r in conn.execute(_GET_JOBS, {"b_ids": list(ids)})] if ids else []
 
 
 def _event(row) -> EventRecord:
@@ -182,9 +318,22 @@ async def live_workers(conn: AsyncConnection, since: datetime) -> list[WorkerRec
     return [WorkerRecord(**r._mapping) for r in await conn.execute(stmt)]
 
 
+_STATUS_COUNTS = select(jobs.c.status, func.count()).group_by(jobs.c.status)
+_ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(_ACTIVE)).group_by(jobs.c.status)
+
+
 async def status_counts(conn: AsyncConnection) -> dict[str, int]:
-    stmt = select(jobs.c.status, func.count()).group_by(jobs.c.status)
-    return {status: int(n) for status, n in await conn.execute(stmt)}
+    return {status: int(n) for status, n in await conn.execute(_STATUS_COUNTS)}
+
+
+def status_counts_sync(conn: Connection) -> dict[str, int]:
+    """Every status and its count: a walk of the whole status index (milliseconds at 100,000 runs)."""
+    return {status: int(n) for status, n in conn.execute(_STATUS_COUNTS)}
+
+
+def active_status_counts_sync(conn: Connection) -> dict[str, int]:
+    """The active statuses and their counts: a range of the status index, cheap however long the history."""
+    return {status: int(n) for status, n in conn.execute(_ACTIVE_COUNTS)}
 
 
 # --- Added for the operator console (read-only) -------------------------------
@@ -219,3 +368,48 @@ async def count_events_between(conn: AsyncConnection, job_id: str, from_id: int,
         .subquery()
     )
     return int(await conn.scalar(select(func.count()).select_from(inner)) or 0)
+
+
+# --- Sync forms for the console's poll, run whole inside `Store.run_read` ------
+# (on SQLite: one thread hop per poll instead of one per statement).
+
+_GET_JOB = select(*_JOB_COLS).where(jobs.c.id == bindparam("b_id"))
+_LEASE_EXPIRED = (
+    select(jobs.c.id)
+    .where(jobs.c.status == RUNNING, jobs.c.heartbeat_at < bindparam("b_cutoff", type_=UTCDateTime()))
+    .limit(1)
+)
+_RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(
+    jobs.c.status == RUNNING, jobs.c.last_event_at > bindparam("b_since", type_=UTCDateTime())
+)
+_RUNNING_LAST_EVENT = select(func.max(jobs.c.last_event_at)).where(jobs.c.status == RUNNING)
+_LIVE_WORKERS = (
+    select(func.count())
+    .select_from(workers)
+    .where(workers.c.stopped_at.is_(None), workers.c.heartbeat_at >= bindparam("b_since", type_=UTCDateTime()))
+)
+
+
+def get_job_sync(conn: Connection, job_id: str) -> JobRecord | None:
+    row = conn.execute(_GET_JOB, {"b_id": job_id}).first()
+    return _job(row) if row else None
+
+
+def lease_expired_sync(conn: Connection, cutoff: datetime) -> bool:
+    """Is any running row's heartbeat older than `cutoff`? (What `control.mark_lost` would mark.)"""
+    return conn.execute(_LEASE_EXPIRED, {"b_cutoff": cutoff}).first() is not None
+
+
+def running_active_since_sync(conn: Connection, since: datetime) -> list[JobRecord]:
+    """Running rows whose `last_event_at` moved past `since`: log lines and
+    heartbeats do not touch `updated_at`, and the shown statuses (stalled)
+    and the last-work column are derived from it."""
+    return [_job(r) for r in conn.execute(_RUNNING_ACTIVE_SINCE, {"b_since": since})]
+
+
+def running_last_event_sync(conn: Connection) -> datetime | None:
+    return conn.execute(_RUNNING_LAST_EVENT).scalar()
+
+
+def count_live_workers_sync(conn: Connection, since: datetime) -> int:
+    return int(conn.execute(_LIVE_WORKERS, {"b_since": since}).scalar() or 0)

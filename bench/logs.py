@@ -1,0 +1,284 @@
+"""The log view: the last page of a run with a million events, and how far the display trails a fast writer.
+
+    python bench/logs.py [--events 1000000] [--reps 30] [--rate 10000] [--seconds 10] [--smoke]
+
+1. A run with `--events` events (bulk inserts). Times: the read of the last
+   page alone (`events_before`, as the log screen does it), and the log
+   screen from the key that opens it to the first paint of its lines
+   (in process, `App.run_test`), `--reps` times each.
+2. A real `swarmkit worker` hosts a command agent that prints `--rate` lines a
+   second for `--seconds`, each stamped with the time it was printed. The log
+   screen follows it; for every line that reaches the screen, the lag is the
+   time it was first painted less its stamp (print -> host -> store ->
+   console -> screen). Also the lag to the line reaching the widget, and how
+   many lines a second the store took in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _benchlib as B
+
+from console.app import make_app
+from console.log_screen import PAGE, LogScreen
+from console.main_screen import MainScreen
+from runtime import control
+from runtime.flow import load_flow
+from store import Store
+from store.queries import count_events, events_before, get_job
+from widgets.log_tail import LogTail
+from widgets.run_table import RunTable
+
+LAST_PAGE_TARGET_MS = 200.0
+LAG_TARGET_MS = 250.0
+SIZE = (160, 50)
+STAMP = re.compile(r"t=(\d+\.\d+)")
+
+WRITER = """\
+import sys, time
+rate, seconds = float(sys.argv[1]), float(sys.argv[2])
+chunk = max(1, int(rate / 200))  # 200 bursts a second
+out = sys.stdout
+n = 0
+start = time.time()
+while True:
+    now = time.time()
+    if now - start >= seconds:
+        break
+    due = int((now - start) * rate)
+    while n < due:
+        for _ in range(min(chunk, due - n)):
+            out.write(f"t={time.time():.6f} n={n} the agent reports progress on its task\\n")
+            n += 1
+        out.flush()
+    time.sleep(0.005)
+print(f"done {n}", file=sys.stderr)
+"""
+
+
+class _Hooks:
+    """First paint of the log tail, and of each line, recorded by wrapping LogTail."""
+
+    first_paint: float | None = None
+    painted: dict[int, float] = {}
+    appended: dict[int, float] = {}
+
+    @classmethod
+    def install(cls) -> None:
+        render_line, append = LogTail.render_line, LogTail.append
+
+        def hooked_render(self, y):
+            strip = render_line(self, y)
+            index = int(self.scroll_offset.y) + y
+            if 0 <= index < len(self.lines):
+                now = time.time()
+                if cls.first_paint is None:
+                    cls.first_paint = time.perf_counter()
+                cls.painted.setdefault(self.lines[index].id, now)
+            return strip
+
+        def hooked_append(self, lines):
+            now = time.time()
+            for line in lines:
+                cls.appended.setdefault(line.id, now)
+            return append(self, lines)
+
+        LogTail.render_line = hooked_render  # type: ignore[method-assign]
+        LogTail.append = hooked_append  # type: ignore[method-assign]
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.first_paint = None
+        cls.painted = {}
+        cls.appended = {}
+
+
+async def main_screen_ready(pilot, run_id: str) -> MainScreen:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        screen = pilot.app.screen
+        if isinstance(screen, MainScreen) and screen.polls and screen.query_one(RunTable).row_for(run_id):
+            return screen
+        await pilot.pause(0.01)
+    raise TimeoutError("the run never showed in the table")
+
+
+async def open_log(pilot, screen: MainScreen, run_id: str) -> tuple[LogScreen, float]:
+    """Open the run's log with the key an operator uses; the time to its first painted line."""
+    assert screen.query_one(RunTable).select(run_id)
+    await pilot.pause()
+    _Hooks.reset()
+    t0 = time.perf_counter()
+    await pilot.press("l")
+    deadline = time.monotonic() + 60
+    while _Hooks.first_paint is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the log never painted")
+        await asyncio.sleep(0.001)
+    log_screen = pilot.app.screen
+    assert isinstance(log_screen, LogScreen)
+    return log_screen, (_Hooks.first_paint - t0) * 1000
+
+
+async def last_page(url: str, ws: str, events: int, reps: int) -> None:
+    store = await Store.open(url, ws)
+    try:
+        flow_path = Path(ws) / "quiet.toml"
+        flow_path.write_text('name = "quiet"\n[[agents]]\nname = "read"\ncommand = "true"\n')
+        job = await control.submit(store, load_flow(flow_path), {}, actor="bench")
+    finally:
+        await store.close()
+    took = await B.add_events_bulk(url, ws, job.id, events)
+    print(f"  {events:,} events for one run inserted in {took:.1f} s", flush=True)
+    store = await Store.open(url, ws)
+    try:
+        async with store.read() as conn:
+            assert await count_events(conn, job.id) >= events
+        query: list[float] = []
+        for _ in range(reps * 3):
+            t0 = time.perf_counter()
+            async with store.read() as conn:
+                page = await events_before(conn, job.id, None, PAGE)
+                await get_job(conn, job.id)
+            query.append((time.perf_counter() - t0) * 1000)
+        assert len(page) == PAGE
+    finally:
+        await store.close()
+    shown: list[float] = []
+    app = make_app(url, ws, poll_interval=1.0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await main_screen_ready(pilot, job.id)
+        for _ in range(reps):
+            log_screen, ms = await open_log(pilot, screen, job.id)
+            shown.append(ms)
+            assert log_screen.query_one(LogTail).lines[-1].text.startswith(f"line {events - 1}:")
+            await pilot.press("escape")
+            await pilot.pause()
+        await pilot.press("q")
+    print(B.line("last page: the read alone (events_before)", query))
+    print(B.line("last page: key to first painted line", shown, target=f"<= {LAST_PAGE_TARGET_MS:.0f} ms (p50)", ok=B.med(shown) <= LAST_PAGE_TARGET_MS))
+
+
+async def follow_lag(url: str, ws: str, rate: float, seconds: float) -> None:
+    flow_path = Path(ws) / "chatty.toml"
+    writer = Path(ws) / "writer.py"
+    writer.write_text(WRITER)
+    flow_path.write_text(f'name = "chatty"\n[[agents]]\nname = "talk"\ncommand = "{sys.executable} {writer} {rate} {seconds}"\n')
+    store = await Store.open(url, ws)
+    try:
+        job = await control.submit(store, load_flow(flow_path), {}, actor="bench")
+    finally:
+        await store.close()
+    app = make_app(url, ws, poll_interval=1.0)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(B.ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    worker = None
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await main_screen_ready(pilot, job.id)
+        await open_log(pilot, screen, job.id)
+        _Hooks.reset()
+        worker = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from runtime.cli import main; sys.exit(main())", "worker", "--store", url, "--concurrency", "1", ws],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + seconds + 60
+            while time.monotonic() < deadline:
+                await pilot.pause(0.05)
+                if await _status(url, ws, job.id) not in ("queued", "running"):
+                    break
+            await pilot.pause(2.0)  # the last lines reach the screen
+        finally:
+            worker.terminate()
+            try:
+                _, err = worker.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                _, err = worker.communicate()
+        await pilot.press("q")
+    store = await Store.open(url, ws)
+    try:
+        async with store.read() as conn:
+            stored = await count_events(conn, job.id)
+            row = await get_job(conn, job.id)
+    finally:
+        await store.close()
+    stamps: dict[int, float] = {}
+    # The lines' own stamps, from what the widget was given.
+    paint_lag, append_lag = [], []
+    tail_lines = {}
+    for line_id, at in _Hooks.painted.items():
+        tail_lines[line_id] = at
+    texts = _LineTexts.texts
+    for line_id, at in _Hooks.painted.items():
+        m = STAMP.search(texts.get(line_id, ""))
+        if m:
+            stamps[line_id] = float(m.group(1))
+            paint_lag.append((at - stamps[line_id]) * 1000)
+    for line_id, at in _Hooks.appended.items():
+        m = STAMP.search(texts.get(line_id, ""))
+        if m:
+            append_lag.append((at - float(m.group(1))) * 1000)
+    wrote = len(append_lag)
+    print(f"  writer: {rate:,.0f} lines/s for {seconds:.0f} s; run ended {row.status if row else '?'}; {stored:,} events stored; {wrote:,} lines reached the log view")
+    if "done" not in (err or ""):
+        print("  worker stderr: " + (err or "").strip()[-400:])
+    # Only lines printed after the view was open and following.
+    print(B.line("lag: printed -> in the log widget", append_lag))
+    print(B.line("lag: printed -> painted on screen", paint_lag, target=f"<= {LAG_TARGET_MS:.0f} ms (p99)", ok=bool(paint_lag) and B.pct(paint_lag, 99) <= LAG_TARGET_MS))
+
+
+class _LineTexts:
+    texts: dict[int, str] = {}
+
+    @classmethod
+    def install(cls) -> None:
+        append = LogTail.append
+
+        def hooked(self, lines):
+            for line in lines:
+                cls.texts[line.id] = line.text
+            return append(self, lines)
+
+        LogTail.append = hooked  # type: ignore[method-assign]
+
+
+async def _status(url: str, ws: str, job_id: str) -> str | None:
+    store = await Store.open(url, ws)
+    try:
+        async with store.read() as conn:
+            job = await get_job(conn, job_id)
+        return job.status if job else None
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--rate", type=float, default=10_000)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
+    args = ap.parse_args()
+    if args.smoke:
+        args.events, args.reps, args.rate, args.seconds = 2_000, 2, 500, 1.0
+    B.header(f"logs: {args.events:,} events; a writer of {args.rate:,.0f} lines/s")
+    _LineTexts.install()
+    _Hooks.install()
+    with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
+        asyncio.run(last_page(url, ws, args.events, args.reps))
+    with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
+        asyncio.run(follow_lag(url, ws, args.rate, args.seconds))
+
+
+if __name__ == "__main__":
+    main()

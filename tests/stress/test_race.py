@@ -1,0 +1,36 @@
+"""The race harness, bounded for CI: one round on SQLite and one on PostgreSQL.
+
+Three worker processes host ~30 runs of near-instant and slow agents (command
+and call agents, a gate, a failing flow) while four actor processes send ~150
+stops, resumes (`swarmkit resume` and `swarmkit run --resume`), cancels (with
+and without keep) and approvals at random moments, including right after node
+boundaries and as the last agent finishes. Then every invariant in
+tests/stress/harness.py is checked against the store, the agents' ledger and
+the filesystem. SWARMKIT_STRESS_SCALE=N makes the round N times bigger; by hand:
+`python -m tests.stress.race --workers 4 --runs 200 --acts 2000 --store URL`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.reliability import scale
+from tests.stress.harness import Params, Round
+
+
+def test_race_round_breaks_no_invariant(store_url: str, workspace: Path, tmp_path: Path):
+    k = scale()
+    params = Params(workers=3, concurrency=4, runs=int(60 * k), acts=int(200 * k), actors=4, seconds=25 * k, seed=4)
+    lines: list[str] = []
+    report = Round(store_url, workspace, tmp_path / "round", params, say=lines.append).run()
+    summary = report.summary()
+    print("\n" + summary)
+    assert not report.violations, summary
+    # The round really raced: acts of every kind were tried, and some changed something.
+    for kind in ("stop", "resume"):
+        assert report.acts_by_kind[kind] > 0, summary
+    assert report.acts_by_kind["approve"] + report.acts_by_kind["run_resume"] > 0, summary
+    assert report.acts_by_kind["cancel"] + report.acts_by_kind["cancel_keep"] > 0, summary
+    assert sum(report.acts_changed.values()) >= 10, summary
+    assert report.final_status["completed"] >= 5, summary
+    assert report.counts["final states compared"] >= 5, summary
