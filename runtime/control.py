@@ -15,10 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from contextlib import asynccontextmanager
+
 from sqlalchemy import and_, case, insert, select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import Store
+from store.engine import SQLITE_BUSY_TIMEOUT_S
 from store.models import (
     CANCELLED,
     DEFERRED,
@@ -417,31 +421,45 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
         values: dict[str, Any] = dict(status=to, updated_at=now)
         if to == CANCELLED:
             values["ended_at"] = now
-        async with store.write() as conn:
-            res = await conn.execute(
-                update(jobs)
-                .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, jobs.c.heartbeat_at < cutoff))
-                .values(**values)
-            )
-            if res.rowcount != 1:
+        try:
+            async with _quick_write(store) as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, jobs.c.heartbeat_at < cutoff))
+                    .values(**values)
+                )
+                if res.rowcount != 1:
+                    continue
+                last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
+                await record_event(conn, row.id, f"run.{to}", f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}", at=now)
+                if to == CANCELLED:
+                    said = await apply_policy(conn, row.id, destroy=not row.cancel_keep, runs_dir=store.loc.runs_dir, reason="cancelled")
+                    await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)
+        except OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                # The store's write lock is held (perhaps by the frozen host
+                # itself): whoever looks next marks it; looking must not hang.
                 continue
-            last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
-            await record_event(conn, row.id, f"run.{to}", f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}", at=now)
-            if to == CANCELLED:
-                said = await apply_policy(conn, row.id, destroy=not row.cancel_keep, runs_dir=store.loc.runs_dir, reason="cancelled")
-                await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)
+            raise
         marked.append(row.id)
     return marked
 
 
-def no_worker_hint(short_id: str) -> str:
-    """What to say after a resume or approve when no worker watches the store."""
-    return (
-        "no live worker is watching this store: start one with `swarmkit worker`, "
-        f"or host it here with `swarmkit run --resume {short_id}`."
-    )
+@asynccontextmanager
+async def _quick_write(store: Store):
+    """A write transaction that gives up after a second on a locked SQLite store instead of thirty."""
+    if not store.loc.is_sqlite:
+        async with store.write() as conn:
+            yield conn
+        return
+    async with store.engine.connect() as conn:
+        await conn.exec_driver_sql("PRAGMA busy_timeout=1000")
+        await conn.commit()
+        try:
+            await conn.execution_options(swarmkit_write=True)
+            async with conn.begin():
+                yield conn
+        finally:
+            await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            await conn.commit()
 
-
-async def live_worker_count(store: Store, lease_s: float) -> int:
-    async with store.read() as conn:
-        return len(await live_workers(conn, utcnow() - timedelta(seconds=lease_s)))
