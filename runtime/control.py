@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-
-from contextlib import asynccontextmanager
 
 from sqlalchemy import and_, case, insert, select, update
 from sqlalchemy.exc import OperationalError
@@ -463,3 +462,16 @@ async def _quick_write(store: Store):
             await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
             await conn.commit()
 
+
+
+def no_worker_hint(short_id: str) -> str:
+    """What to say after a resume or approve when no worker watches the store."""
+    return (
+        "no live worker is watching this store: start one with `swarmkit worker`, "
+        f"or host it here with `swarmkit run --resume {short_id}`."
+    )
+
+
+async def live_worker_count(store: Store, lease_s: float) -> int:
+    async with store.read() as conn:
+        return len(await live_workers(conn, utcnow() - timedelta(seconds=lease_s)))
