@@ -79,16 +79,18 @@ class _Paint:
         RunTable.render_line = render_line  # type: ignore[method-assign]
 
 
-async def first_paint_in_process(url: str, ws: str) -> float:
+async def first_paint_in_process(url: str, ws: str) -> tuple[float, float]:
+    """(wall, CPU) seconds from making the app to its first painted table row."""
     _Paint.at = None
     t0 = time.perf_counter()
+    c0 = time.process_time()
     app = make_app(url, ws, poll_interval=1.0, lease_s=LONG_LEASE_S)
     async with app.run_test(size=SIZE) as pilot:
         deadline = time.monotonic() + 60
         while _Paint.at is None and time.monotonic() < deadline:
             await pilot.pause(0.005)
         assert _Paint.at is not None, "the table never painted"
-        return _Paint.at - t0
+        return _Paint.at - t0, time.process_time() - c0
 
 
 async def apply_times(url: str, ws: str, reps: int, changed: int) -> tuple[list[float], list[float], int]:
@@ -231,11 +233,13 @@ async def newest_active_short_id(url: str, ws: str) -> str:
 def real_console(url: str, ws: str, reps: int, idle_s: float) -> dict:
     needle = asyncio.run(newest_active_short_id(url, ws)).encode()
     paints: list[float] = []
+    paint_cpu: list[float] = []
     for _ in range(reps):
         con = PtyConsole(url, ws)
         try:
             at = con.wait_for(needle, 60)
             assert at is not None, f"the console never showed {needle!r}: {bytes(con.buf[-2000:])!r}"
+            paint_cpu.append(con.cpu_s())
             paints.append(at)
         finally:
             con.quit()
@@ -256,7 +260,7 @@ def real_console(url: str, ws: str, reps: int, idle_s: float) -> dict:
     finally:
         con.quit()
     maxrss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return dict(paints=paints, cpu_pct=cpu_pct, cpu_windows=samples, hwm_mb=hwm, maxrss_mb=maxrss_mb)
+    return dict(paints=paints, paint_cpu=paint_cpu, cpu_pct=cpu_pct, cpu_windows=samples, hwm_mb=hwm, maxrss_mb=maxrss_mb)
 
 
 async def build(url: str, ws: str, runs: int, active: int) -> None:
@@ -280,12 +284,16 @@ def main() -> None:
     _Paint.install()
     with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
         asyncio.run(build(url, ws, args.runs, args.active))
-        inproc = [asyncio.run(first_paint_in_process(url, ws)) for _ in range(args.paint_reps)]
+        inproc_both = [asyncio.run(first_paint_in_process(url, ws)) for _ in range(args.paint_reps)]
+        inproc = [w for w, _ in inproc_both]
+        inproc_cpu = [c for _, c in inproc_both]
         idle, busy, rows = asyncio.run(apply_times(url, ws, args.reps, args.changed))
         real = real_console(url, ws, args.paint_reps, args.idle_s)
     print(f"  table rows: {rows:,}")
     print(B.line("first paint, in process (run_test)", [s * 1000 for s in inproc], target=f"<= {FIRST_PAINT_TARGET_S * 1000:.0f} ms", ok=B.med(inproc) <= FIRST_PAINT_TARGET_S))
+    print(B.line("  its CPU time (less sensitive to other load)", [s * 1000 for s in inproc_cpu]))
     print(B.line("first paint, swarmkit-console in a pty", [s * 1000 for s in real["paints"]], target=f"<= {FIRST_PAINT_TARGET_S * 1000:.0f} ms", ok=B.med(real["paints"]) <= FIRST_PAINT_TARGET_S))
+    print(B.line("  its CPU time (start-up and imports included)", [s * 1000 for s in real["paint_cpu"]]))
     print(B.line("apply a poll, nothing changed", idle))
     print(B.line(f"apply a poll, {args.changed} runs changed", busy))
     above = B.med(busy) - B.med(idle)

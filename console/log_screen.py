@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
-from store.queries import count_events_between, events_after, events_before, find_event_before, get_job
+from store.queries import count_events_between, events_after_sync, events_before, events_before_sync, find_event_before, get_job_sync
 from store.records import JobRecord
 from widgets.log_tail import LogTail
 from widgets.safe_text import safe
@@ -30,6 +30,12 @@ log = logging.getLogger("swarmkit.console")
 # however long the log is; older pages are read as the reader scrolls up.
 PAGE = 500
 FOLLOW_BATCH = 2000
+# While lines keep coming the log is read this often (an index range read,
+# one hop to the store's thread); each read that finds nothing doubles the
+# wait, up to the poll interval. A writer of 10,000 lines a second is shown
+# within a quarter of a second (bench/logs.py); a quiet run costs one read a
+# poll interval.
+FOLLOW_FAST = 0.05
 # A search pages older lines in until it finds a match, up to this many.
 SEARCH_REACH = 100_000
 
@@ -53,6 +59,7 @@ class LogScreen(Screen):
         self.search_note = ""
         self._loading_older = False
         self._timer: Timer | None = None
+        self._follow_delay = FOLLOW_FAST
         self._closing = False
 
     def compose(self) -> ComposeResult:
@@ -108,16 +115,19 @@ class LogScreen(Screen):
         return out
 
     def _refresh_status(self) -> None:
-        self.query_one("#log-status", Static).update(self._status_text())
+        # One line each (CSS height: 1): no layout of the screen for a new count,
+        # many times a second while a fast log is followed (bench/logs.py).
+        self.query_one("#log-status", Static).update(self._status_text(), layout=False)
 
     # --- reading ------------------------------------------------------------------
 
     @work(group="log-open")
     async def _open(self) -> None:
+        job_id = self.job.id
+
         async def read():
             store = await self.link.get()
-            async with store.read() as conn:
-                return await events_before(conn, self.job.id, None, PAGE), await get_job(conn, self.job.id)
+            return await store.run_read(lambda conn: (events_before_sync(conn, job_id, None, PAGE), get_job_sync(conn, job_id)))
 
         try:
             events, job = await self.link.shielded(read())
@@ -125,7 +135,7 @@ class LogScreen(Screen):
             if self._closing:
                 return
             self.problem = f"cannot read the log: {exc}"
-            self.query_one("#log-header", Static).update(self._header_text())
+            self.query_one("#log-header", Static).update(self._header_text(), layout=False)
             self._timer = self.set_timer(max(self.poll_interval, 1.0), self._open)
             return
         if self._closing:
@@ -135,19 +145,20 @@ class LogScreen(Screen):
             self.job = job
         self.tail.reset([log_line(ev) for ev in events], more_older=len(events) == PAGE)
         self.opened = True
-        self.query_one("#log-header", Static).update(self._header_text())
+        self.query_one("#log-header", Static).update(self._header_text(), layout=False)
         self._refresh_status()
-        self._timer = self.set_timer(self.poll_interval, self._follow)
+        self._follow_delay = FOLLOW_FAST
+        self._timer = self.set_timer(FOLLOW_FAST, self._follow)
 
     @work(exclusive=True, group="log-follow")
     async def _follow(self) -> None:
         more = False
         after = self.tail.last_id or 0
+        job_id = self.job.id
 
         async def read():
             store = await self.link.get()
-            async with store.read() as conn:
-                return await events_after(conn, self.job.id, after, FOLLOW_BATCH), await get_job(conn, self.job.id)
+            return await store.run_read(lambda conn: (events_after_sync(conn, job_id, after, FOLLOW_BATCH), get_job_sync(conn, job_id)))
 
         try:
             events, job = await self.link.shielded(read())
@@ -164,10 +175,17 @@ class LogScreen(Screen):
             more = len(events) == FOLLOW_BATCH
         if job is not None:
             self.job = job
-        self.query_one("#log-header", Static).update(self._header_text())
+        self.query_one("#log-header", Static).update(self._header_text(), layout=False)
         self._refresh_status()
         if not self._closing:
-            self._timer = self.set_timer(0.01 if more else self.poll_interval, self._follow)
+            if more:
+                delay = 0.01
+            elif events:
+                delay = FOLLOW_FAST
+            else:
+                delay = min(max(self.poll_interval, FOLLOW_FAST), self._follow_delay * 2)
+            self._follow_delay = delay if not more else FOLLOW_FAST
+            self._timer = self.set_timer(delay, self._follow)
 
     @on(LogTail.NeedOlder)
     def _need_older(self, event: LogTail.NeedOlder) -> None:

@@ -108,6 +108,7 @@ class MainScreen(Screen):
         self._detail_busy = False
         self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...]]] = {}
         self._row_at: datetime | None = None  # the time the table's rows are shown at
+        self._applied_at: float | None = None  # monotonic time of the last poll applied
         self._closing = False
 
     # --- layout -----------------------------------------------------------------
@@ -200,6 +201,7 @@ class MainScreen(Screen):
         self._refresh_header()
 
     def _apply(self, snap: Snapshot) -> None:
+        self._applied_at = time.monotonic()
         self.snapshot = snap
         self.failures = 0
         self.problem = None
@@ -231,7 +233,10 @@ class MainScreen(Screen):
         )
 
     def _tick(self) -> None:
-        self._refresh_header()
+        # A poll's apply refreshes the header too: with polls a second apart,
+        # a second repaint of the screen each second would be for nothing.
+        if self._applied_at is None or time.monotonic() - self._applied_at >= 1.0:
+            self._refresh_header()
         if self.problem is not None or self._slow_for() is not None:
             self._show_banner()
 

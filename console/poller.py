@@ -13,10 +13,12 @@ a handful of index entries:
   touch `updated_at`);
 - the run the detail pane shows, and the live workers.
 
-The poller holds every active run and the newest ended ones. Whatever it holds
-after a poll must agree with the marker's counts; when it does not (a row was
-deleted, or written by a host whose clock lags ours by more than SKEW), the
-same transaction reads everything again. Measured in bench/console_poll.py.
+The poller holds every active run and the newest ended ones, and keeps what
+it derives from them (the order shown, the counts, the shown statuses) up to
+date row by row: a poll costs what changed, not what is held. Whatever it
+holds after a poll must agree with the marker's counts; when it does not (a
+row was deleted, or written by a host whose clock lags ours by more than
+SKEW), everything is read again. Measured in bench/console_poll.py.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from runtime import control
 from store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
 from store.queries import (
     ChangeMarker,
-    active_status_counts_sync,
     change_marker_sync,
     count_live_workers_sync,
     get_job_sync,
@@ -46,7 +47,7 @@ from store.queries import (
     status_counts_sync,
     updated_between_sync,
 )
-from store.records import JobRecord, utcnow
+from store.records import STALL_AFTER, JobRecord, utcnow
 
 from .store_link import StoreLink
 
@@ -100,7 +101,7 @@ class _Read:
     marker: ChangeMarker | None = None
     full: bool = False
     rows: list[JobRecord] = field(default_factory=list)  # full: everything shown; else: what changed
-    counts: dict[str, int] | None = None  # full: every status; else the active ones (None: unchanged)
+    counts: dict[str, int] | None = None  # full reads: every status and its count
     running: list[JobRecord] = field(default_factory=list)
     focus: JobRecord | None = None
     workers: int = 0
@@ -152,6 +153,15 @@ class Poller:
         self._active_keys: list[tuple[datetime, str]] = []  # (created_at, id), ascending
         self._ended: dict[str, JobRecord] = {}
         self._running: dict[str, JobRecord] = {}
+        # The active statuses held (the counts shown, when no filter applies),
+        # and what the shown statuses of running runs derive from: the runs
+        # with a cancel or stop requested, and the others by their last sign
+        # of work (stalled past STALL_AFTER), so that counting them is a
+        # bisection, not a pass over a thousand running runs each poll.
+        self._held_counts: dict[str, int] = {}
+        self._cancelling: set[str] = set()
+        self._stopping: set[str] = set()
+        self._quiet: list[tuple[datetime, str]] = []
         self._order_dirty = True
         self._active_desc: list[str] = []
         self._ended_sorted: list[JobRecord] | None = None
@@ -194,12 +204,21 @@ class Poller:
         now = self.clock()
         jobs = self._view(now, show_ended)
         counts = self._counts()
-        # Shown statuses (stopping, cancelling, stalled) are derived from running rows.
-        for job in self._running.values():
-            status = job.display_status(now)
-            if status != RUNNING:
-                counts[RUNNING] = counts.get(RUNNING, 0) - 1
-                counts[status] = counts.get(status, 0) + 1
+        # Shown statuses (stopping, cancelling, stalled) are derived from running
+        # rows, by the rule of JobRecord.display_status.
+        if self._filter is None:
+            shown = {"cancelling": len(self._cancelling), "stopping": len(self._stopping),
+                     "stalled": bisect_left(self._quiet, (now - STALL_AFTER,))}
+        else:
+            shown = {}
+            for job in self._running.values():
+                status = job.display_status(now)
+                if status != RUNNING:
+                    shown[status] = shown.get(status, 0) + 1
+        for status, n in shown.items():
+            if n:
+                counts[RUNNING] = counts.get(RUNNING, 0) - n
+                counts[status] = counts.get(status, 0) + n
         return Snapshot(
             jobs=jobs,
             counts={k: v for k, v in counts.items() if v},
@@ -271,7 +290,6 @@ class Poller:
                 cache = self._cache
                 missed = [job_id for job_id, at in got.narrow if (held := cache.get(job_id)) is None or held.updated_at != at]
                 got.rows = changed + get_jobs_sync(conn, missed)
-                got.counts = active_status_counts_sync(conn)
         if full:
             got.full = True
             got.rows = list_jobs_sync(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter)
@@ -334,7 +352,15 @@ class Poller:
         self._n_active = len(active)
         self._active_keys = sorted((j.created_at, j.id) for j in active)
         self._ended = {j.id: j for j in ended}
-        self._running = {j.id: j for j in active if j.status == RUNNING}
+        self._running = {}
+        self._held_counts = {}
+        self._cancelling, self._stopping, self._quiet = set(), set(), []
+        for job in active:
+            self._held_counts[job.status] = self._held_counts.get(job.status, 0) + 1
+            if job.status == RUNNING:
+                self._running[job.id] = job
+                self._index_running(job)
+        self._quiet.sort()
         self._order_dirty = True
         self._ended_sorted = None
         self._rows_dirty = True
@@ -370,10 +396,40 @@ class Poller:
         if not is_active:
             self._ended[job.id] = job
             self._ended_sorted = None
+        if was_active:
+            assert old is not None
+            self._held_counts[old.status] -= 1
+        if is_active:
+            self._held_counts[job.status] = self._held_counts.get(job.status, 0) + 1
+        if old is not None and old.status == RUNNING:
+            self._unindex_running(old)
+            self._running.pop(job.id, None)
         if job.status == RUNNING:
             self._running[job.id] = job
-        elif old is not None and old.status == RUNNING:
-            self._running.pop(job.id, None)
+            self._index_running(job, sorted_insert=True)
+
+    def _index_running(self, job: JobRecord, sorted_insert: bool = False) -> None:
+        if job.cancel_requested_at is not None:
+            self._cancelling.add(job.id)
+        elif job.stop_requested_at is not None:
+            self._stopping.add(job.id)
+        else:
+            last = job.last_event_at or job.started_at
+            if last is not None:
+                if sorted_insert:
+                    insort(self._quiet, (last, job.id))
+                else:
+                    self._quiet.append((last, job.id))
+
+    def _unindex_running(self, job: JobRecord) -> None:
+        self._cancelling.discard(job.id)
+        self._stopping.discard(job.id)
+        last = job.last_event_at or job.started_at
+        if last is not None and job.cancel_requested_at is None and job.stop_requested_at is None:
+            key = (last, job.id)
+            i = bisect_left(self._quiet, key)
+            if i < len(self._quiet) and self._quiet[i] == key:
+                del self._quiet[i]
 
     def _counts(self) -> dict[str, int]:
         counts = dict(self._ended_counts)
@@ -381,7 +437,9 @@ class Poller:
             counts[status] = counts.get(status, 0) + 1
         for status in ACTIVE_STATUSES:
             counts.pop(status, None)
-        counts.update(self._active_counts)
+        # Unfiltered, every active run is held (and the marker checked it):
+        # their count needs no query. Filtered, the last full read's.
+        counts.update(self._held_counts if self._filter is None else self._active_counts)
         return counts
 
     def _view(self, now: datetime, show_ended: bool) -> tuple[JobRecord, ...]:

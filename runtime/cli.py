@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, resolve_store
+from store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
 from store.models import QUEUED, RUNNING, TERMINAL_STATUSES
 from store.queries import events_after, get_job, list_jobs, workspaces_for
 from store.records import EventRecord, merged_view, utcnow
@@ -153,9 +153,15 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
             loop.remove_signal_handler(signal.SIGINT)
         except Exception:
             pass
+    sid = job_id[:8]
+    if status == "abandoned":
+        err(
+            f"{sid}: the store stayed out of reach; this process stopped hosting it and wrote nothing more. "
+            f"It shows lost once its lease passes; resume it with `swarmkit run --resume {sid}`."
+        )
+        return EXIT_FAIL
     async with store.read() as conn:
         job = await get_job(conn, job_id)
-    sid = job_id[:8]
     if status == "completed":
         print(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
         return EXIT_OK
@@ -262,28 +268,46 @@ def _event_line(ev: EventRecord) -> str:
 async def cmd_logs(args) -> int:
     async def go(store: Store) -> int:
         job = await control.resolve_run(store, args.run_id)
-        last = 0
         settings = Settings.from_env()
+        last = 0  # events are read by id: after a lost connection, nothing prints twice
+        delay = 0.3
+        outage: str | None = None
         while True:
-            async with store.read() as conn:
-                batch = await events_after(conn, job.id, last, limit=2000)
-                current = await get_job(conn, job.id) if args.follow and len(batch) < 2000 else None
-            for ev in batch:
-                print(_event_line(ev))
-                last = ev.id
-            sys.stdout.flush()
-            if len(batch) == 2000:
-                continue
-            if not args.follow:
-                return EXIT_OK
-            if current is None or current.status not in (QUEUED, RUNNING):
-                # One more read: events written just before the end.
+            try:
                 async with store.read() as conn:
-                    for ev in await events_after(conn, job.id, last, limit=100000):
-                        print(_event_line(ev))
-                print(f"-- {job.short_id} is {current.status if current else 'gone'} --")
-                return EXIT_OK
-            await control.mark_lost(store, settings.lease_s)
+                    batch = await events_after(conn, job.id, last, limit=2000)
+                    current = await get_job(conn, job.id) if args.follow and len(batch) < 2000 else None
+                for ev in batch:
+                    print(_event_line(ev))
+                    last = ev.id
+                sys.stdout.flush()
+                if outage is not None:
+                    print(f"swarmkit: the store answers again; following {job.short_id}", file=sys.stderr, flush=True)
+                    outage, delay = None, 0.3
+                if len(batch) == 2000:
+                    continue
+                if not args.follow:
+                    return EXIT_OK
+                if current is None or current.status not in (QUEUED, RUNNING):
+                    # One more read: events written just before the end.
+                    async with store.read() as conn:
+                        for ev in await events_after(conn, job.id, last, limit=100000):
+                            print(_event_line(ev))
+                            last = ev.id
+                    print(f"-- {job.short_id} is {current.status if current else 'gone'} --")
+                    return EXIT_OK
+                await control.mark_lost(store, settings.lease_s)
+            except STORE_FAULTS as exc:
+                # A tail is a long-running reader: ride out a dropped
+                # connection or a store that is away for a while.
+                if not args.follow or not is_transient(exc):
+                    raise
+                if outage is None:
+                    outage = describe_db_error(exc, store.loc)
+                    print(f"swarmkit: lost the store ({outage}); trying again", file=sys.stderr, flush=True)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
             await asyncio.sleep(0.3)
 
     return await with_store(args, go)

@@ -302,8 +302,10 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
                 if job.status != QUEUED:
                     await _audit_resume(conn, job, actor, now, f"hosted by {host_name()} pid {os.getpid()}")
                 await record_event(conn, job.id, "run.claimed", f"claimed by {host_name()} pid {os.getpid()} (epoch {job.epoch + 1})", at=now)
+                # Read in the claim's own transaction: the epoch this claim
+                # set, never the next owner's that a later read might find.
+                claimed = await get_job(conn, job.id)
         if res.rowcount == 1:
-            claimed = await _reload(store, job.id)
             return ActResult(DONE, True, f"resuming {job.short_id} here at agent {job.step + 1}/{job.steps} (was {job.status}).", claimed), claimed
         job = await _reload(store, job.id)
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job), None
@@ -336,8 +338,11 @@ async def claim_queued(store: Store, limit: int) -> list[JobRecord]:
             )
             if res.rowcount == 1:
                 await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
+                # Read in the claim's own transaction: a claim whose row could
+                # not be read back is rolled back, never left unhosted.
+                row = await get_job(conn, job_id)
         if res.rowcount == 1:
-            claimed.append(await _reload(store, job_id))
+            claimed.append(row)
     return claimed
 
 

@@ -467,12 +467,11 @@ class RunHost:
         jid = self.job_id
         if status == COMPLETED:
             await record_event(conn, jid, "run.completed", "completed", at=now)
-            if not self.flow.keep_workspaces:
-                await apply_policy(conn, jid, destroy=True, runs_dir=self.store.loc.runs_dir, reason="completed")
+            # A flow that keeps its workspaces leaves them `kept`: no run uses them now.
+            await apply_policy(conn, jid, destroy=not self.flow.keep_workspaces, runs_dir=self.store.loc.runs_dir, reason="completed")
         elif status == FAILED:
             await record_event(conn, jid, "run.failed", error or "failed", at=now)
-            if not self.flow.keep_workspaces:
-                await apply_policy(conn, jid, destroy=True, runs_dir=self.store.loc.runs_dir, reason="failed")
+            await apply_policy(conn, jid, destroy=not self.flow.keep_workspaces, runs_dir=self.store.loc.runs_dir, reason="failed")
         elif status == FAULTED:
             await record_event(conn, jid, "run.faulted", error or "faulted", at=now)
             await apply_policy(conn, jid, destroy=False, runs_dir=self.store.loc.runs_dir, reason="faulted")
@@ -597,6 +596,14 @@ class RunHost:
             raise
         except Exception as exc:
             detail = self.fault_text(exc)
+            if is_transient(exc):
+                # The store stayed out of reach past the retries. That is no
+                # fault of the run, and `faulted` is for good: leave the row
+                # running, write nothing; its heartbeat lapses, it becomes
+                # lost, and it resumes from its last checkpoint.
+                self.warn_once(detail, f"left to its lease: the store is out of reach ({detail}); it will show lost and can be resumed")
+                self.final_status = "abandoned"
+                return
             self.warn_once(detail, f"faulted: {detail}")
             log.debug("run %s fault", self.job_id[:8], exc_info=True)
             try:
@@ -625,20 +632,50 @@ def flow_for_job(source: str, path: str | None) -> Flow:
     return parse_flow(source, path)
 
 
-async def host_claimed(store: Store, job_id: str, *, settings: Settings | None = None, on_line=None) -> str:
-    """Host a run this process has just claimed."""
-    async with store.read() as conn:
-        job = await get_job(conn, job_id)
-    if job is None:
+async def _retry_transient(settings: Settings, op: Callable[[], Awaitable[T]]) -> T:
+    """`op`, retried through transient store faults for part of the lease."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(2 * settings.heartbeat_s, 0.6 * settings.lease_s)
+    delay = 0.05
+    while True:
+        try:
+            return await op()
+        except Exception as exc:
+            if not is_transient(exc) or loop.time() >= deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Settings | None = None, on_line=None) -> str:
+    """Host a run this process claimed at `epoch`.
+
+    The epoch comes from the claim itself. A host starved between its claim
+    and this call may find the run lost, resumed and claimed by another
+    (a newer epoch): it hosts nothing.
+    """
+    settings = settings or Settings.from_env()
+
+    async def read():
+        async with store.read() as conn:
+            return await get_job(conn, job_id)
+
+    async def fault(error: str) -> None:
+        now = utcnow()
+        async with store.write() as conn:
+            await conn.execute(
+                update(jobs).where(jobs.c.id == job_id, jobs.c.epoch == epoch, jobs.c.status == RUNNING).values(status=FAULTED, error=error, ended_at=now, updated_at=now)
+            )
+
+    # A dropped connection here would leave the claimed run unhosted until its
+    # lease ran out: retry as a host does.
+    job = await _retry_transient(settings, read)
+    if job is None or job.epoch != epoch or job.status != RUNNING:
         return "fenced"
     try:
         flow = flow_for_job(job.flow_source, job.flow_path)
     except FlowError as exc:
-        now = utcnow()
-        async with store.write() as conn:
-            await conn.execute(
-                update(jobs).where(jobs.c.id == job_id, jobs.c.epoch == job.epoch, jobs.c.status == RUNNING).values(status=FAULTED, error=str(exc), ended_at=now, updated_at=now)
-            )
+        await _retry_transient(settings, lambda: fault(str(exc)))
         return FAULTED
-    host = RunHost(store, job_id, job.epoch, flow, settings=settings, on_line=on_line)
+    host = RunHost(store, job_id, epoch, flow, settings=settings, on_line=on_line)
     return await host.run()

@@ -70,9 +70,9 @@ class Worker:
             except Exception as exc:  # a run that ended meanwhile is fine
                 log.info("stopping %s on drain: %s", job_id[:8], exc)
 
-    async def _host(self, job_id: str) -> None:
+    async def _host(self, job_id: str, epoch: int) -> None:
         try:
-            status = await host_claimed(self.store, job_id, settings=self.settings)
+            status = await host_claimed(self.store, job_id, epoch, settings=self.settings)
             self.say(f"{job_id[:8]} {status}")
         except Exception:
             log.exception("hosting %s failed", job_id[:8])
@@ -100,7 +100,7 @@ class Worker:
                         free = self.concurrency - len(self.hosted)
                         for job in await claim_queued(self.store, free):
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {job.step + 1}/{job.steps}")
-                            self.hosted[job.id] = asyncio.create_task(self._host(job.id), name=f"host-{job.short_id}")
+                            self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
                     except STORE_FAULTS as exc:
                         log.warning("worker poll failed: %s", describe_db_error(exc, self.store.loc))
                 if loop.time() - last_beat >= self.settings.heartbeat_s:

@@ -138,6 +138,9 @@ def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
     return URL.create(driver, database=f"file:{loc.url.database}", query={"mode": "ro", "immutable": "1", "uri": "true"})
 
 
+PG_IDLE_IN_TRANSACTION_MS = 5000
+
+
 def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
     if loc.is_sqlite:
         path = Path(loc.url.database or "")
@@ -153,9 +156,15 @@ def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
         )
         _install_sqlite_hooks(engine, loc.read_only)
         return engine
-    connect_args: dict = {"timeout": 10}
+    # A host frozen inside a transaction (SIGSTOP, a suspended VM) would keep
+    # its row locks for ever: the server's default has no limit, and every
+    # act on its run and every lease check would wait behind it. No Swarmkit
+    # transaction sits idle for long, so the server ends one that does; a
+    # host that wakes finds its connection gone and its epoch fenced.
+    server_settings = {"idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)}
     if loc.schema:
-        connect_args["server_settings"] = {"search_path": loc.schema}
+        server_settings["search_path"] = loc.schema
+    connect_args: dict = {"timeout": 10, "server_settings": server_settings}
     return create_async_engine(
         loc.url,
         connect_args=connect_args,

@@ -74,9 +74,8 @@ class Base(DeclarativeBase):
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
-        # Lost-run checks and the console's refresh of live rows (migration 0002).
+        # The lost-run check of every worker and console (migration 0002).
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
-        Index("ix_jobs_status_last_event", "status", "last_event_at"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)

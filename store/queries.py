@@ -236,30 +236,55 @@ def get_jobs_sync(conn: Connection, ids: Sequence[str]) -> list[JobRecord]:
     return [_job(r) for r in conn.execute(_GET_JOBS, {"b_ids": list(ids)})] if ids else []
 
 
+_EVENT_FIELDS = tuple(EventRecord.__dataclass_fields__)
+
 def _event(row) -> EventRecord:
-    return EventRecord(**row._mapping)
+    """A record from a row of `_EVENT_COLS`, filled in place like `_job` (a log that follows
+    10,000 lines a second turns them into records as they come)."""
+    event = _new(EventRecord)
+    event.__dict__.update(zip(_EVENT_FIELDS, row))
+    return event
 
 
-_EVENT_COLS = [events.c.id, events.c.job_id, events.c.at, events.c.kind, events.c.node, events.c.step, events.c.text]
+_EVENT_COLS = [
+    type_coerce(events.c[name], _UTCRead()).label(name) if name == "at" else events.c[name] for name in _EVENT_FIELDS
+]
+
+
+_EVENTS_AFTER = (
+    select(*_EVENT_COLS)
+    .where(events.c.job_id == bindparam("b_job"), events.c.id > bindparam("b_after"))
+    .order_by(events.c.id)
+    .limit(bindparam("b_limit"))
+)
 
 
 async def events_after(conn: AsyncConnection, job_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
-    stmt = (
-        select(*_EVENT_COLS)
-        .where(events.c.job_id == job_id, events.c.id > after_id)
-        .order_by(events.c.id)
-        .limit(limit)
-    )
-    return [_event(r) for r in await conn.execute(stmt)]
+    return [_event(r) for r in await conn.execute(_EVENTS_AFTER, {"b_job": job_id, "b_after": after_id, "b_limit": limit})]
+
+
+def events_after_sync(conn: Connection, job_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
+    """`events_after` on a sync connection (inside `Store.run_read`: one hop per read, for a log that follows fast)."""
+    return [_event(r) for r in conn.execute(_EVENTS_AFTER, {"b_job": job_id, "b_after": after_id, "b_limit": limit})]
+
+
+def _events_before_stmt(job_id: str, before_id: int | None, limit: int):
+    cond = [events.c.job_id == job_id]
+    if before_id is not None:
+        cond.append(events.c.id < before_id)
+    return select(*_EVENT_COLS).where(*cond).order_by(events.c.id.desc()).limit(limit)
 
 
 async def events_before(conn: AsyncConnection, job_id: str, before_id: int | None = None, limit: int = 200) -> list[EventRecord]:
     """The `limit` events just before `before_id` (the last page when None), oldest first."""
-    cond = [events.c.job_id == job_id]
-    if before_id is not None:
-        cond.append(events.c.id < before_id)
-    stmt = select(*_EVENT_COLS).where(*cond).order_by(events.c.id.desc()).limit(limit)
-    rows = [_event(r) for r in await conn.execute(stmt)]
+    rows = [_event(r) for r in await conn.execute(_events_before_stmt(job_id, before_id, limit))]
+    rows.reverse()
+    return rows
+
+
+def events_before_sync(conn: Connection, job_id: str, before_id: int | None = None, limit: int = 200) -> list[EventRecord]:
+    """`events_before` on a sync connection (inside `Store.run_read`)."""
+    rows = [_event(r) for r in conn.execute(_events_before_stmt(job_id, before_id, limit))]
     rows.reverse()
     return rows
 
@@ -403,7 +428,8 @@ def lease_expired_sync(conn: Connection, cutoff: datetime) -> bool:
 def running_active_since_sync(conn: Connection, since: datetime) -> list[JobRecord]:
     """Running rows whose `last_event_at` moved past `since`: log lines and
     heartbeats do not touch `updated_at`, and the shown statuses (stalled)
-    and the last-work column are derived from it."""
+    and the last-work column are derived from it. (A pass over the running
+    rows in SQL, ~0.2 ms at 1,000 of them; not indexed, see migration 0002.)"""
     return [_job(r) for r in conn.execute(_RUNNING_ACTIVE_SINCE, {"b_since": since})]
 
 

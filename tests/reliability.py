@@ -229,6 +229,44 @@ def pg_terminate_backends_of(pid: int, only_active: bool = False) -> int:
     return sum(1 for r in rows if r[0])
 
 
+def pg_kill_storm(pid: int, seconds: float, *, every: float = 0.005, only_active: bool = True, idle_every: float = 0.5) -> dict[str, int]:
+    """Kill process `pid`'s PostgreSQL connections for `seconds`: the ones running a statement the moment
+    they are seen (polled every `every` s, so a query is cut mid-flight), and every `idle_every` s all of
+    them. Returns how many of each were killed."""
+
+    async def go() -> dict[str, int]:
+        import asyncpg
+
+        conn = await asyncpg.connect(pg_dsn(), timeout=10)
+        killed = {"active": 0, "any": 0}
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        last_idle = loop.time()
+        try:
+            while loop.time() < end and process_alive(pid):
+                ports = sorted(tcp_ports_of(pid))
+                if ports:
+                    rows = await conn.fetch(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1::int[]) "
+                        "AND pid <> pg_backend_pid() AND state = 'active'",
+                        ports,
+                    )
+                    killed["active"] += sum(1 for r in rows if r[0])
+                    if not only_active or loop.time() - last_idle >= idle_every:
+                        last_idle = loop.time()
+                        rows = await conn.fetch(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY($1::int[]) AND pid <> pg_backend_pid()",
+                            ports,
+                        )
+                        killed["any"] += sum(1 for r in rows if r[0])
+                await asyncio.sleep(every)
+        finally:
+            await conn.close()
+        return killed
+
+    return asyncio.run(go())
+
+
 # --- processes ---------------------------------------------------------------
 
 

@@ -101,6 +101,9 @@ def test_flows_that_are_not_flows_are_refused_before_any_run_exists(cli: Cli, tm
         write_flow(tmp_path, "keepstr", 'name = "x"\nkeep_workspaces = "no"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "keep_workspaces must be true or false",
         write_flow(tmp_path, "agentkey", 'name = "x"\n[[agents]]\nname = "a"\ncommand = "true"\ntimeout = 5\n'): "unknown key 'timeout'",
         write_flow(tmp_path, "dupkey", 'name = "x"\nname = "y"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "not valid TOML",
+        # PostgreSQL text cannot hold NUL: refused at load, on both stores alike (B7).
+        write_flow(tmp_path, "nulflow", 'name = "a\\u0000b"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "NUL",
+        write_flow(tmp_path, "nulagent", 'name = "x"\n[[agents]]\nname = "a\\u0000b"\ncommand = "true"\n'): "NUL",
     }
     for path, words in cases.items():
         res = sk(cli, "run", str(path), str(cli.workspace))
@@ -474,8 +477,12 @@ def test_a_store_on_a_full_disk_fails_the_run_and_keeps_the_store_whole(tmp_path
     filler.unlink()
     for f in ws.glob("filler*"):
         f.unlink()
-    # Space back: the store is whole, the first run intact, the one that hit the wall ended and says why.
+    # Space back: the store is whole, the first run intact, the one that hit the wall ended (or, its
+    # host gone without a word, is marked lost by the next look) and says why.
     assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
+    time.sleep(float(os.environ.get("SWARMKIT_LEASE", "2")))
+    looked = run_cmd(swarmkit_argv("status", url, str(ws)), ws)
+    assert looked.returncode == 0, looked.stderr
     rows = dict(sql(url, ws, "SELECT flow, status FROM jobs"))
     assert rows["one"] == "completed"
     assert rows["talky"] in ("faulted", "lost"), rows

@@ -5,7 +5,7 @@ transaction per node, heartbeats, log lines) while ten writer processes queue
 runs and stop, resume, cancel and approve them flat out. The interactive
 console runs on a real pty the whole time, polling. Nobody may see "database
 is locked", nothing may fault, and the WAL must stay bounded (its largest size
-is printed). CI runs ~15 s of writes; SWARMKIT_STRESS_SCALE=N runs N times longer.
+is printed). CI runs ~12 s of writes; SWARMKIT_STRESS_SCALE=N runs N times longer.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class PtyReader:
 
 
 def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, workspace: Path, tmp_path: Path):
-    seconds = 15 * scale()
+    seconds = 12 * scale()
     flows = make_flows(tmp_path / "flows", tmp_path / "ledger")
     env = env_for_children()
     db = sqlite_path(sqlite_url)
@@ -104,7 +104,7 @@ def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, wo
         spawn(
             f"writer{i}",
             [sys.executable, "-m", "tests.stress.writer", "--store", sqlite_url, "--workspace", str(workspace), "--seconds", str(seconds),
-             "--seed", str(i), "--name", f"writer{i}", "--flow", str(flows["marathon"].path), "--flow", str(flows["quick"].path)],
+             "--seed", str(i), "--name", f"writer{i}", "--max-runs", str(int(40 * scale())), "--flow", str(flows["marathon"].path), "--flow", str(flows["quick"].path)],
         )
     wal_max = 0
     samples = 0

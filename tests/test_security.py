@@ -269,7 +269,8 @@ def test_the_interactive_console_shows_the_corpus_without_acting_on_it(sqlite_ur
     try:
         pump(4)
         assert proc.poll() is None, f"the console exited on its own: {bytes(seen[-1500:])!r}"
-        for keys in (b"\r", b"l", b"\x1b", b"?", b"\x1b"):  # open the run, its logs, help; back out
+        # The run's detail, its logs, help, the cancel dialog (which names what it would destroy), the filter.
+        for keys in (b"\r", b"l", b"\x1b", b"?", b"\x1b", b"c", b"\x1b", b"/", b"[/]", b"\x1b"):
             os.write(master, keys)
             pump(1.0)
             assert proc.poll() is None, f"the console died on {keys!r}: {bytes(seen[-1500:])!r}"
@@ -286,6 +287,7 @@ def test_the_interactive_console_shows_the_corpus_without_acting_on_it(sqlite_ur
     raw = bytes(seen)
     text = raw.decode("utf-8", errors="replace")
     assert "Traceback" not in text
+    assert job(cli.store_url, cli.workspace, short).status == "deferred", "looking acted on the run"
     for needle, what in (
         (b"\x1b]0;pwned", "a title change"),
         (b"\x1b]52;", "a clipboard write"),

@@ -17,9 +17,6 @@ from .conftest import Cli, write_flow
 from .helpers import job, workspaces
 
 
-B9 = "BUG B9: a completed or failed run whose flow keeps workspaces leaves them `active`, not `kept` (tests/BUGS_FOUND.md)"
-
-
 def flow(tmp_path: Path, name: str, *, keep: bool, fail: bool = False, gate: bool = False) -> Path:
     last = 'command = "echo failing; exit 4"' if fail else 'command = "echo done > done.txt"'
     gate_line = "approve = true\n" if gate else ""
@@ -45,7 +42,7 @@ def state(cli: Cli, short: str) -> tuple[str, list[str], list[bool]]:
     [
         ("completed", False, False, "completed", "destroyed", False),
         ("failed", False, True, "failed", "destroyed", False),
-        pytest.param("failed, flow keeps", True, True, "failed", "kept", True, marks=pytest.mark.xfail(strict=True, reason=B9)),
+        ("failed, flow keeps", True, True, "failed", "kept", True),
     ],
 )
 def test_ended_runs(cli: Cli, tmp_path: Path, case, keep, fail, want_status, want_state, want_exists):
@@ -54,7 +51,6 @@ def test_ended_runs(cli: Cli, tmp_path: Path, case, keep, fail, want_status, wan
     assert state(cli, res.stdout.split()[0]) == (want_status, [want_state], [want_exists])
 
 
-@pytest.mark.xfail(strict=True, reason=B9)
 def test_a_completed_run_whose_flow_keeps_workspaces_marks_them_kept(cli: Cli, tmp_path: Path):
     """A completed run's workspace is no longer in use: `kept`, as a failed one's is, not `active`."""
     res = sk(cli, "run", str(flow(tmp_path, "f", keep=True)), str(cli.workspace))

@@ -49,6 +49,56 @@ class LogLine:
         return f"{self.node} {self.text}"
 
 
+class LineList:
+    """The lines a log holds, kept as plain tuples and handed out as `LogLine`.
+
+    The garbage collector stops tracking a tuple of strings and numbers; it
+    tracks every dataclass instance. A log followed at 10,000 lines a second
+    holds hundreds of thousands of lines, and as objects each full collection
+    walked them all: pauses of a quarter of a second, the display's worst lag
+    (bench/logs.py).
+    """
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, lines: Iterable[LogLine] = ()) -> None:
+        self._rows: list[tuple] = [_row(line) for line in lines]
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __bool__(self) -> bool:
+        return bool(self._rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [LogLine(*row) for row in self._rows[index]]
+        return LogLine(*self._rows[index])
+
+    def __setitem__(self, index: slice, lines: Iterable[LogLine]) -> None:
+        self._rows[index] = [_row(line) for line in lines]
+
+    def __delitem__(self, index) -> None:
+        del self._rows[index]
+
+    def __iter__(self):
+        return (LogLine(*row) for row in self._rows)
+
+    def extend(self, lines: Iterable[LogLine]) -> None:
+        self._rows.extend(_row(line) for line in lines)
+
+    def id_at(self, index: int) -> int:
+        return self._rows[index][0]
+
+    def searchable_at(self, index: int) -> str:
+        row = self._rows[index]
+        return f"{row[3]} {row[4]}"
+
+
+def _row(line: LogLine) -> tuple:
+    return (line.id, line.time, line.kind, line.node, line.text)
+
+
 def line_text(line: LogLine) -> Text:
     text = safe(line.text, MAX_SHOWN_CHARS, tabs=True)
     out = Text(no_wrap=True, end="")
@@ -118,14 +168,16 @@ class LogTail(ScrollView, can_focus=True):
 
     def __init__(self, *, max_lines: int = 200_000, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.lines: list[LogLine] = []
+        self.lines = LineList()
         self.max_lines = max_lines
         self.waiting = 0
         self.more_older = False
         self.search_term = ""
         self.current_match: int | None = None
         self._width = 0
-        self._cache: LRUCache[tuple[int, str, bool], Strip] = LRUCache(2048)
+        # A few screens of rendered lines: a bigger cache only holds lines that
+        # scrolled by, and every Strip in it is objects for the collector to walk.
+        self._cache: LRUCache[tuple[int, str, bool], Strip] = LRUCache(512)
         # Scrolls made by the widget itself (prepend, trim) are not the reader's.
         self._adjusting = False
 
@@ -133,11 +185,11 @@ class LogTail(ScrollView, can_focus=True):
 
     @property
     def first_id(self) -> int | None:
-        return self.lines[0].id if self.lines else None
+        return self.lines.id_at(0) if self.lines else None
 
     @property
     def last_id(self) -> int | None:
-        return self.lines[-1].id if self.lines else None
+        return self.lines.id_at(-1) if self.lines else None
 
     def _measure(self, lines: Iterable[LogLine]) -> None:
         # Arithmetic, not rendering: a page of thousands of lines is measured at once.
@@ -183,7 +235,7 @@ class LogTail(ScrollView, can_focus=True):
         self.refresh()
 
     def reset(self, lines: Sequence[LogLine], *, more_older: bool) -> None:
-        self.lines = list(lines)
+        self.lines = LineList(lines)
         self._width = 0
         self._measure(lines)
         self.more_older = more_older
@@ -230,7 +282,7 @@ class LogTail(ScrollView, can_focus=True):
 
     def _want_older(self) -> None:
         if self.more_older and self.lines:
-            self.post_message(self.NeedOlder(self, self.lines[0].id))
+            self.post_message(self.NeedOlder(self, self.lines.id_at(0)))
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         if self.scroll_y <= 1:
@@ -268,7 +320,7 @@ class LogTail(ScrollView, can_focus=True):
             start = min(len(self.lines), int(self.scroll_y) + self.scrollable_content_region.height)
         indexes = range(start - 1, -1, -1) if older else range(start + 1, len(self.lines))
         for i in indexes:
-            if needle in self.lines[i].searchable.lower():
+            if needle in self.lines.searchable_at(i).lower():
                 self.go_to_index(i)
                 return True
         return False
@@ -291,7 +343,7 @@ class LogTail(ScrollView, can_focus=True):
 
     def index_of(self, event_id: int) -> int | None:
         for i in range(len(self.lines) - 1, -1, -1):
-            if self.lines[i].id == event_id:
+            if self.lines.id_at(i) == event_id:
                 return i
         return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -70,6 +71,10 @@ def detail_text(data: RunDetailData | None, placeholder: str = "no run selected"
     return out
 
 
+def _fits(text: Text, width: int) -> bool:
+    return width > 0 and all(cell_len(line) <= width for line in text.plain.split("\n"))
+
+
 class RunDetail(Horizontal):
     """The run's facts on the left; checkpoints, audit trail and workspaces on the right. `show(None)` for no run."""
 
@@ -90,10 +95,18 @@ class RunDetail(Horizontal):
         if data == self.data and placeholder == self._placeholder:
             return
         keep_place = data is not None and self.data is not None and data.title == self.data.title
+        old = self.data
         self.data = data
         self._placeholder = placeholder
-        self.query_one("#run-detail-facts-body", Static).update(facts_text(data, placeholder))
-        self.query_one("#run-detail-sections-body", Static).update(sections_text(data))
+        facts = self.query_one("#run-detail-facts-body", Static)
+        text = facts_text(data, placeholder)
+        # The same run with the same facts (an age moved on): when every line
+        # fits unwrapped, the height is the count of lines and stays; no
+        # layout of the whole screen for it (bench/console_render.py).
+        same_shape = keep_place and old is not None and data is not None and len(old.facts) == len(data.facts)
+        facts.update(text, layout=not (same_shape and _fits(text, facts.content_region.width) and _fits(facts_text(old), facts.content_region.width)))
+        if old is None or data is None or old.sections != data.sections:
+            self.query_one("#run-detail-sections-body", Static).update(sections_text(data))
         if not keep_place:
             for pane in self.query(VerticalScroll):
                 pane.scroll_home(animate=False)

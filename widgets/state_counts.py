@@ -71,4 +71,6 @@ class StateCounts(Static):
     def show(self, summary: StoreSummary) -> None:
         if summary != self.summary:
             self.summary = summary
-            self.update(summary_text(summary))
+            # Two lines, always (CSS height: 2): no layout of the whole screen
+            # for a clock that ticks every second (bench/console_render.py).
+            self.update(summary_text(summary), layout=False)

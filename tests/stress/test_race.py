@@ -20,7 +20,7 @@ from tests.stress.harness import Params, Round
 
 def test_race_round_breaks_no_invariant(store_url: str, workspace: Path, tmp_path: Path):
     k = scale()
-    params = Params(workers=3, concurrency=4, runs=int(60 * k), acts=int(200 * k), actors=4, seconds=25 * k, seed=4)
+    params = Params(workers=3, concurrency=4, runs=int(60 * k), acts=int(200 * k), actors=4, seconds=20 * k, seed=4)
     lines: list[str] = []
     report = Round(store_url, workspace, tmp_path / "round", params, say=lines.append).run()
     summary = report.summary()
