@@ -104,7 +104,10 @@ def run_case(name: str, url: str, workspace: str, n: int, writers: int, rate: fl
         procs = [subprocess.Popen([sys.executable, "-c", WRITER, url, workspace, root, "600", str(per_writer)]) for _ in range(writers)]
         time.sleep(2.0 + 0.25 * writers)  # their start-up: imports and the schema check
     try:
+        before, t0 = asyncio.run(_jobs(url, workspace)), time.monotonic()
         ms, sql = asyncio.run(measure(url, workspace, n))
+        # Proof the writers were writing all along: each loop is two write transactions.
+        writes = 2 * (asyncio.run(_jobs(url, workspace)) - before - 1) / (time.monotonic() - t0)
     finally:
         for p in procs:
             p.terminate()
@@ -114,6 +117,21 @@ def run_case(name: str, url: str, workspace: str, n: int, writers: int, rate: fl
     print(f"  {name:<40} n={n:<6} p50={statistics.median(ms):7.3f} ms  p99={pct(ms, 99):7.3f} ms  max={max(ms):8.3f} ms"
           f"   target p99 <= {target_ms:g} ms  {'MET' if ok else 'MISSED'}")
     print(f"  {'  sql: the SELECT alone':<40} n={n:<6} p50={statistics.median(sql):7.3f} ms  p99={pct(sql, 99):7.3f} ms  max={max(sql):8.3f} ms", flush=True)
+    if writers:
+        print(f"  {'  the writers meanwhile':<40} {writes:,.0f} write transactions/s", flush=True)
+
+
+async def _jobs(url: str, workspace: str) -> int:
+    from sqlalchemy import func, select
+
+    from store.models import jobs
+
+    s = await Store.open(url, workspace)
+    try:
+        async with s.read() as conn:
+            return (await conn.execute(select(func.count()).select_from(jobs))).scalar_one()
+    finally:
+        await s.close()
 
 
 async def _warm(url: str, workspace: str) -> None:

@@ -207,6 +207,8 @@ def run_case(kind: str, args) -> None:
         for text in examples:
             print(f"    {text}")
         print(f"  runs by status at the end: {dict(sorted(statuses.items()))}")
+        if not statuses.get("queued") and not statuses.get("running"):
+            print("  WARNING: the queue ran dry before the window ended, so the rate above is too low: raise --runs-per-slot")
         print(f"  CPU: the machine's {os.cpu_count()} CPUs {busy_cpu * 100:.0f}% busy (every process on it counted); the workers used"
               f" {worker_cpus:.2f} CPUs over the window: {worker_cpus / rate * 1000 if rate else float('nan'):.2f} ms of CPU a boundary")
 
@@ -218,7 +220,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--concurrency", type=int, default=1, help="runs each worker hosts at once")
     ap.add_argument("--agents", type=int, default=400, help="no-op agents a run")
-    ap.add_argument("--runs-per-slot", type=int, default=3, help="runs queued per worker slot (so none runs dry)")
+    ap.add_argument("--runs-per-slot", type=int, default=12, help="runs queued per worker slot (so none runs dry)")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")

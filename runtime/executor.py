@@ -271,21 +271,12 @@ class RunHost:
         Past that the run is someone else's to mark lost; give up and let the
         caller fault or fence.
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(2 * self.settings.heartbeat_s, 0.6 * self.settings.lease_s)
-        delay = 0.05
-        while True:
-            try:
-                return await op()
-            except FencedError:
-                raise
-            except Exception as exc:
-                if not is_transient(exc) or loop.time() >= deadline:
-                    raise
-                fault = self.fault_text(exc)
-                self.warn_once(fault, f"{what} failed ({fault}); retrying")
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+
+        def say(exc: BaseException) -> None:
+            fault = self.fault_text(exc)
+            self.warn_once(fault, f"{what} failed ({fault}); retrying")
+
+        return await _retry_transient(self.settings, op, on_retry=say)
 
     async def _flush(self) -> None:
         await self._retrying("writing events", self.sink.flush)
@@ -632,17 +623,22 @@ def flow_for_job(source: str, path: str | None) -> Flow:
     return parse_flow(source, path)
 
 
-async def _retry_transient(settings: Settings, op: Callable[[], Awaitable[T]]) -> T:
-    """`op`, retried through transient store faults for part of the lease."""
+async def _retry_transient(settings: Settings, op: Callable[[], Awaitable[T]], on_retry: Callable[[BaseException], None] | None = None) -> T:
+    """`op`, retried through transient store faults for part of the lease (FencedError and
+    every other fault are raised at once)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(2 * settings.heartbeat_s, 0.6 * settings.lease_s)
     delay = 0.05
     while True:
         try:
             return await op()
+        except FencedError:
+            raise
         except Exception as exc:
             if not is_transient(exc) or loop.time() >= deadline:
                 raise
+            if on_retry is not None:
+                on_retry(exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
 

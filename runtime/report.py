@@ -10,16 +10,36 @@ from .text import plain
 
 
 def age(seconds: float | None) -> str:
+    """A duration as kubectl and k9s show one: exact while it is short, coarser as it grows.
+
+    Seconds up to 2 minutes, minutes and seconds up to 10, minutes up to 3
+    hours, and so on. Besides being what operators already read, a table of
+    long-running runs then changes once a minute, not every second: the
+    console repaints only rows whose text changed (bench/console_render.py).
+    """
     if seconds is None:
         return "-"
     s = max(0, int(seconds))
-    if s < 60:
+    if s < 120:
         return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+    m = s // 60
+    if m < 10:
+        return f"{m}m{s % 60}s" if s % 60 else f"{m}m"
+    if m < 180:
+        return f"{m}m"
+    h = m // 60
+    if h < 8:
+        return f"{h}h{m % 60}m" if m % 60 else f"{h}h"
+    if h < 48:
+        return f"{h}h"
+    if h < 24 * 8:
+        return f"{h // 24}d{h % 24}h" if h % 24 else f"{h // 24}d"
+    if h < 24 * 365 * 2:
+        return f"{h // 24}d"
+    if h < 24 * 365 * 8:
+        d = h // 24
+        return f"{d // 365}y{d % 365}d" if d % 365 else f"{d // 365}y"
+    return f"{h // (24 * 365)}y"
 
 
 def node_cell(job: JobRecord) -> str:

@@ -1,7 +1,7 @@
 """The race harness, bounded for CI: one round on SQLite and one on PostgreSQL.
 
-Three worker processes host ~30 runs of near-instant and slow agents (command
-and call agents, a gate, a failing flow) while four actor processes send ~150
+Three worker processes host ~25 runs of near-instant and slow agents (command
+and call agents, a gate, a failing flow) while four actor processes send ~120
 stops, resumes (`swarmkit resume` and `swarmkit run --resume`), cancels (with
 and without keep) and approvals at random moments, including right after node
 boundaries and as the last agent finishes. Then every invariant in
@@ -20,7 +20,7 @@ from tests.stress.harness import Params, Round
 
 def test_race_round_breaks_no_invariant(store_url: str, workspace: Path, tmp_path: Path):
     k = scale()
-    params = Params(workers=3, concurrency=4, runs=int(60 * k), acts=int(200 * k), actors=4, seconds=20 * k, seed=4)
+    params = Params(workers=3, concurrency=4, runs=int(48 * k), acts=int(160 * k), actors=4, seconds=15 * k, seed=4)
     lines: list[str] = []
     report = Round(store_url, workspace, tmp_path / "round", params, say=lines.append).run()
     summary = report.summary()
