@@ -20,7 +20,7 @@ from sqlalchemy import and_, case, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import Store
+from store import STORE_FAULTS, Store
 from store.engine import SQLITE_BUSY_TIMEOUT_S
 from store.models import (
     CANCELLED,
@@ -326,24 +326,34 @@ async def claim_queued(store: Store, limit: int) -> list[JobRecord]:
         if len(claimed) >= limit:
             break
         now = utcnow()
-        async with store.write() as conn:
-            res = await conn.execute(
-                update(jobs)
-                .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
-                .values(
-                    status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now,
-                    last_event_at=now, updated_at=now,
-                    started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
-                )
-            )
-            if res.rowcount == 1:
-                await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
-                # Read in the claim's own transaction: a claim whose row could
-                # not be read back is rolled back, never left unhosted.
-                row = await get_job(conn, job_id)
-        if res.rowcount == 1:
+        try:
+            row = await _claim_one(store, job_id, epoch, now)
+        except STORE_FAULTS:
+            if claimed:
+                break  # what was claimed is committed: hand it over to be hosted
+            raise
+        if row is not None:
             claimed.append(row)
     return claimed
+
+
+async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> JobRecord | None:
+    async with store.write() as conn:
+        res = await conn.execute(
+            update(jobs)
+            .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
+            .values(
+                status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now,
+                last_event_at=now, updated_at=now,
+                started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
+            )
+        )
+        if res.rowcount == 1:
+            await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
+            # Read in the claim's own transaction: a claim whose row could
+            # not be read back is rolled back, never left unhosted.
+            return await get_job(conn, job_id)
+    return None
 
 
 # --- cancel -----------------------------------------------------------------
@@ -466,7 +476,6 @@ async def _quick_write(store: Store):
         finally:
             await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
             await conn.commit()
-
 
 
 def no_worker_hint(short_id: str) -> str:
