@@ -441,7 +441,9 @@ class RunHost:
 
         async def op() -> bool:
             now = utcnow()
-            values: dict[str, Any] = dict(status=status, updated_at=now, error=storable(error) if error else None, ended_at=now, current_node=None)
+            values: dict[str, Any] = dict(status=status, updated_at=now, error=storable(error) if error else None, ended_at=now)
+            if status == COMPLETED:
+                values["current_node"] = None  # a failed or faulted run keeps the node it ended in: the operator's first question
             async with self.store.write() as conn:
                 res = await conn.execute(update(jobs).where(*cond).values(**values))
                 if res.rowcount != 1:

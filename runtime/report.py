@@ -46,7 +46,7 @@ def node_cell(job: JobRecord) -> str:
     if job.steps == 0:
         return "-"
     if job.current_node:
-        shown = min(job.step + 1, job.steps) if job.status in ("running", "stopped", "deferred", "lost") else job.step
+        shown = min(job.step + 1, job.steps) if job.status in ("running", "stopped", "deferred", "lost", "failed", "faulted") else job.step
         return f"{shown}/{job.steps} {plain(job.current_node, 24)}"
     return f"{job.step}/{job.steps}"
 

@@ -316,3 +316,17 @@ def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_
         row = job(cli.store_url, cli.workspace, res.stdout.split()[0])
         assert row.status == "stopped", f"stop sent during agent {at} was missed: {row.status}"
         assert row.step == at + 1 and row.current_node == f"t{at + 1:03d}"
+
+
+def test_a_failed_run_names_the_node_it_failed_in(cli: Cli, tmp_path: Path):
+    """The operator's first question about a failed run is where: the row, the merged view and the table say it."""
+    flow = write_flow(tmp_path, "breaks", 'name = "breaks"\n[[agents]]\nname = "fetch"\ncommand = "true"\n[[agents]]\nname = "parse"\ncommand = "echo bad input; exit 4"\n')
+    res = cli.run("run", str(flow))
+    assert res.returncode == 1, res.stdout + res.stderr
+    short = res.stdout.split()[0]
+    assert f"{short} failed: parse:" in res.stderr, res.stderr
+    view = json.loads(cli.run("status", short, "--json", check=True).stdout)
+    assert (view["status"], view["current_node"], view["step"]) == ("failed", "parse", 1)
+    table = cli.run("status", check=True).stdout
+    line = next(l for l in table.splitlines() if l.startswith(view["id"][:8]))
+    assert "2/2 parse" in line, line
