@@ -21,6 +21,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
+from tests.helpers import group_alive  # noqa: F401  (one reader of /proc for every test)
+
 ROOT = Path(__file__).resolve().parents[1]
 PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -268,23 +270,6 @@ def pg_kill_storm(pid: int, seconds: float, *, every: float = 0.005, only_active
 
 
 # --- processes ---------------------------------------------------------------
-
-
-def group_alive(pgid: int) -> list[int]:
-    """Live (not zombie) processes whose process group is `pgid`."""
-    alive = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            alive.append(int(entry))
-    return alive
 
 
 def run_group_alive(pgid: int, run_id: str) -> list[int]:
