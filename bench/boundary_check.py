@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _benchlib as B  # puts the project on sys.path
 
 from runtime import control  # noqa: E402
 from runtime.executor import _FLAGS, read_flags  # noqa: E402
@@ -59,11 +59,6 @@ asyncio.run(go())
 
 SQLITE_P99_MS = 1.0
 PG_P99_MS = 2.0
-
-
-def pct(values: list[float], p: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p / 100))]
 
 
 async def measure(url: str, workspace: str, n: int) -> tuple[list[float], list[float]]:
@@ -113,10 +108,10 @@ def run_case(name: str, url: str, workspace: str, n: int, writers: int, rate: fl
             p.terminate()
         for p in procs:
             p.wait()
-    ok = pct(ms, 99) <= target_ms
-    print(f"  {name:<40} n={n:<6} p50={statistics.median(ms):7.3f} ms  p99={pct(ms, 99):7.3f} ms  max={max(ms):8.3f} ms"
+    ok = B.pct(ms, 99) <= target_ms
+    print(f"  {name:<40} n={n:<6} p50={statistics.median(ms):7.3f} ms  p99={B.pct(ms, 99):7.3f} ms  max={max(ms):8.3f} ms"
           f"   target p99 <= {target_ms:g} ms  {'MET' if ok else 'MISSED'}")
-    print(f"  {'  sql: the SELECT alone':<40} n={n:<6} p50={statistics.median(sql):7.3f} ms  p99={pct(sql, 99):7.3f} ms  max={max(sql):8.3f} ms", flush=True)
+    print(f"  {'  sql: the SELECT alone':<40} n={n:<6} p50={statistics.median(sql):7.3f} ms  p99={B.pct(sql, 99):7.3f} ms  max={max(sql):8.3f} ms", flush=True)
     if writers:
         print(f"  {'  the writers meanwhile':<40} {writes:,.0f} write transactions/s", flush=True)
 
@@ -153,7 +148,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--writers", type=int, default=16)
     ap.add_argument("--paced", type=float, default=1000.0, help="write transactions a second, all writers together (0: skip)")
-    ap.add_argument("--pg", default=os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"), help="PostgreSQL server ('' to skip)")
+    ap.add_argument("--pg", default=B.PG_DEFAULT, help="PostgreSQL server ('' to skip)")
     ap.add_argument("--smoke", action="store_true", help="tiny counts, SQLite only: proves the script runs")
     args = ap.parse_args()
     if args.smoke:
@@ -163,21 +158,10 @@ def main() -> None:
         cases("sqlite", f"sqlite:///{ws}/.swarmkit/store.db", ws, args)
         if args.pg:
             schema = "bench_" + uuid.uuid4().hex[:8]
-            pg = f"{args.pg}{'&' if '?' in args.pg else '?'}schema={schema}"
             try:
-                cases("postgresql", pg, ws, args)
+                cases("postgresql", B.pg_url(args.pg, schema), ws, args)
             finally:
-                asyncio.run(_drop_schema(args.pg, schema))
-
-
-async def _drop_schema(base: str, schema: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(base.replace("postgresql+asyncpg://", "postgresql://").split("?")[0], timeout=10)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    finally:
-        await conn.close()
+                asyncio.run(B.drop_pg_schema(args.pg, schema))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
-from store.models import QUEUED, RUNNING, TERMINAL_STATUSES
+from store.models import QUEUED, RUNNING
 from store.queries import events_after, get_job, list_jobs, workspaces_for
 from store.records import EventRecord, merged_view, utcnow
 

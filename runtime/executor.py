@@ -673,7 +673,8 @@ async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Setti
     try:
         flow = flow_for_job(job.flow_source, job.flow_path)
     except FlowError as exc:
-        await _retry_transient(settings, lambda: fault(str(exc)))
+        error = str(exc)
+        await _retry_transient(settings, lambda: fault(error))
         return FAULTED
     host = RunHost(store, job_id, epoch, flow, settings=settings, on_line=on_line)
     return await host.run()

@@ -16,22 +16,11 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-# Fast timings so that heartbeats, leases and cancels happen within a test.
-FAST_ENV = {
-    "SWARMKIT_HEARTBEAT": "0.2",
-    "SWARMKIT_LEASE": "2",
-    "SWARMKIT_INTERRUPT_GRACE": "1",
-    "SWARMKIT_TERM_GRACE": "1",
-    "SWARMKIT_POLL": "0.1",
-    "SWARMKIT_ACTOR": "tester@ci",
-}
+from .helpers import FAST_ENV, PG_BASE, ROOT, wait_for  # noqa: F401  (tests import them from here too)
 
 _pg_state: dict[str, Any] = {}
 
@@ -158,17 +147,6 @@ def write_flow(folder: Path, name: str, body: str) -> Path:
     path = folder / f"{name}.toml"
     path.write_text(textwrap.dedent(body).lstrip(), encoding="utf-8")
     return path
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 async def await_for(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:

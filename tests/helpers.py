@@ -4,11 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from store import Store
 from store.queries import audit_for, checkpoints_for, events_after, get_job, jobs_by_prefix, workspaces_for
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+
+# Fast timings so that heartbeats, leases and cancels happen within a test.
+FAST_ENV = {
+    "SWARMKIT_HEARTBEAT": "0.2",
+    "SWARMKIT_LEASE": "2",
+    "SWARMKIT_INTERRUPT_GRACE": "1",
+    "SWARMKIT_TERM_GRACE": "1",
+    "SWARMKIT_POLL": "0.1",
+    "SWARMKIT_ACTOR": "tester@ci",
+}
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
 
 
 def read(store_url: str, workspace: Path, fn) -> Any:
@@ -54,9 +79,8 @@ def workspaces(store_url: str, workspace: Path, job_id: str):
     return read(store_url, workspace, fn)
 
 
-def group_alive(pgid: int) -> list[int]:
-    """Live (not zombie) processes whose process group is `pgid`."""
-    alive = []
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the command name) of every live process."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -66,8 +90,9 @@ def group_alive(pgid: int) -> list[int]:
         except OSError:
             continue
         # The command name is in parentheses and may hold spaces.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state != "Z":
-            alive.append(int(entry))
-    return alive
+        yield int(entry), stat[stat.rfind(")") + 2 :].split()
+
+
+def group_alive(pgid: int) -> list[int]:
+    """Live (not zombie) processes whose process group is `pgid`."""
+    return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid and fields[0] != "Z"]

@@ -21,20 +21,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Iterable
 
-from tests.helpers import group_alive  # noqa: F401  (one reader of /proc for every test)
+from tests.helpers import FAST_ENV, PG_BASE, ROOT, group_alive, proc_stats, wait_for  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[1]
-PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-
-# The same fast timings the rest of the suite uses (tests/conftest.py).
-FAST_ENV = {
-    "SWARMKIT_HEARTBEAT": "0.2",
-    "SWARMKIT_LEASE": "2",
-    "SWARMKIT_INTERRUPT_GRACE": "1",
-    "SWARMKIT_TERM_GRACE": "1",
-    "SWARMKIT_POLL": "0.1",
-    "SWARMKIT_ACTOR": "tester@ci",
-}
 LEASE_S = float(FAST_ENV["SWARMKIT_LEASE"])
 
 
@@ -298,19 +286,7 @@ def process_alive(pid: int) -> bool:
 
 
 def children_of(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
+    return [child for child, fields in proc_stats() if int(fields[1]) == pid and fields[0] != "Z"]
 
 
 def end_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> None:
@@ -335,15 +311,7 @@ def kill_group_of(proc: subprocess.Popen) -> None:
         pass
 
 
-def wait_until(predicate, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+wait_until = wait_for
 
 
 # --- terminals -----------------------------------------------------------------

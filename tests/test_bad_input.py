@@ -36,7 +36,7 @@ from tests.reliability import (
     wait_until,
 )
 
-from .conftest import Cli, write_flow
+from .conftest import Cli, wait_for, write_flow
 from .helpers import audit, events, job
 
 ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
@@ -480,9 +480,13 @@ def test_a_store_on_a_full_disk_fails_the_run_and_keeps_the_store_whole(tmp_path
     # Space back: the store is whole, the first run intact, the one that hit the wall ended (or, its
     # host gone without a word, is marked lost by the next look) and says why.
     assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
-    time.sleep(float(os.environ.get("SWARMKIT_LEASE", "2")))
-    looked = run_cmd(swarmkit_argv("status", url, str(ws)), ws)
-    assert looked.returncode == 0, looked.stderr
+    def looked_ended() -> bool:
+        # `status` marks a silent host's run lost once its lease has passed.
+        looked = run_cmd(swarmkit_argv("status", url, str(ws)), ws)
+        assert looked.returncode == 0, looked.stderr
+        return dict(sql(url, ws, "SELECT flow, status FROM jobs"))["talky"] != "running"
+
+    wait_for(looked_ended, timeout=30, interval=0.3, what="the run that hit the wall to end or be marked lost")
     rows = dict(sql(url, ws, "SELECT flow, status FROM jobs"))
     assert rows["one"] == "completed"
     assert rows["talky"] in ("faulted", "lost"), rows
