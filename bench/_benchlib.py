@@ -15,10 +15,10 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import insert  # noqa: E402
 
-from store import Store  # noqa: E402
-from store.models import events, jobs, workers  # noqa: E402
+from swarmkit.store import Store  # noqa: E402
+from swarmkit.store.models import events, jobs, workers  # noqa: E402
 
 PG_DEFAULT = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -197,7 +197,7 @@ async def build_big_store(url: str, workspace: str, runs: int = 100_000, active:
     """`runs` rows in `jobs` (of which `active` active, half of those running), by executemany in big batches."""
     t0 = time.perf_counter()
     rng = random.Random(seed)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     statuses = _split(active, ACTIVE_MIX) + _split(runs - active, ENDED_MIX)
     recent_ended = min(50, runs - active)
     store = await Store.open(url, workspace)
@@ -231,7 +231,7 @@ async def add_events_bulk(url: str, workspace: str, job_id: str, count: int, *, 
     """`count` log events for one run, by executemany; returns seconds taken."""
     t0 = time.perf_counter()
     store = await Store.open(url, workspace)
-    base = datetime.now(timezone.utc) - timedelta(seconds=count / 1000)
+    base = datetime.now(UTC) - timedelta(seconds=count / 1000)
     try:
         done = 0
         while done < count:

@@ -27,19 +27,19 @@ from pathlib import Path
 
 import _benchlib as B  # puts the project on sys.path
 
-from runtime import control  # noqa: E402
-from runtime.executor import _FLAGS, read_flags  # noqa: E402
-from runtime.flow import parse_flow  # noqa: E402
-from store import Store  # noqa: E402
+from swarmkit.runtime import control
+from swarmkit.runtime.executor import _FLAGS, read_flags
+from swarmkit.runtime.flow import parse_flow
+from swarmkit.store import Store
 
 FLOW = parse_flow('name = "bench"\n[[agents]]\nname = "a"\ncommand = "true"\n')
 
 WRITER = """
 import asyncio, sys, time
 sys.path.insert(0, sys.argv[3])
-from runtime import control
-from runtime.flow import parse_flow
-from store import Store
+from swarmkit.runtime import control
+from swarmkit.runtime.flow import parse_flow
+from swarmkit.store import Store
 async def go():
     s = await Store.open(sys.argv[1], sys.argv[2])
     flow = parse_flow('name = "w"\\n[[agents]]\\nname = "a"\\ncommand = "true"\\n')
@@ -119,7 +119,7 @@ def run_case(name: str, url: str, workspace: str, n: int, writers: int, rate: fl
 async def _jobs(url: str, workspace: str) -> int:
     from sqlalchemy import func, select
 
-    from store.models import jobs
+    from swarmkit.store.models import jobs
 
     s = await Store.open(url, workspace)
     try:

@@ -29,19 +29,18 @@ import time
 from datetime import timedelta
 
 import _benchlib as B
-
 from sqlalchemy import bindparam, update
 
-from console.poller import SKEW, Poller
-from console.store_link import StoreLink
-from store.models import jobs
-from store.queries import change_marker, list_jobs
+from swarmkit.console.poller import SKEW, Poller
+from swarmkit.console.store_link import StoreLink
+from swarmkit.store.models import jobs
+from swarmkit.store.queries import change_marker, list_jobs
 
 try:
-    from store.queries import change_marker_sync
+    from swarmkit.store.queries import change_marker_sync
 except ImportError:  # a tree from before the poll used Store.run_read: measure what it has
     change_marker_sync = None
-from store.records import utcnow
+from swarmkit.store.records import utcnow
 
 PROBE_TARGET_MS = 0.5
 CHANGED_TARGET_MS = 5.0
@@ -153,7 +152,8 @@ async def bench(url: str, ws: str, args) -> dict:
 async def _analyze(url: str, ws: str) -> None:
     """PostgreSQL: what autovacuum does soon after a bulk load (statistics, visibility map)."""
     import asyncpg
-    from store import resolve_store
+
+    from swarmkit.store import resolve_store
 
     loc = resolve_store(url, ws)
     dsn = loc.url.set(drivername="postgresql").render_as_string(hide_password=False)

@@ -35,20 +35,18 @@ import tempfile
 import termios
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import _benchlib as B
-
 from sqlalchemy import bindparam, update
 
-from console.app import make_app
-from console.main_screen import MainScreen
-from store import Store
-from store.models import jobs
-from store.queries import list_jobs
-from store.records import utcnow
-from widgets.run_table import RunTable
+from swarmkit.console.app import make_app
+from swarmkit.console.main_screen import MainScreen
+from swarmkit.store import Store
+from swarmkit.store.models import jobs
+from swarmkit.store.queries import list_jobs
+from swarmkit.store.records import utcnow
+from swarmkit.widgets.run_table import RunTable
 
 FIRST_PAINT_TARGET_S = 1.0
 APPLY_TARGET_MS = 50.0

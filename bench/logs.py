@@ -28,15 +28,15 @@ from pathlib import Path
 
 import _benchlib as B
 
-from console.app import make_app
-from console.log_screen import PAGE, LogScreen
-from console.main_screen import MainScreen
-from runtime import control
-from runtime.flow import load_flow
-from store import Store
-from store.queries import count_events, events_after, events_before, get_job
-from widgets.log_tail import LogTail
-from widgets.run_table import RunTable
+from swarmkit.console.app import make_app
+from swarmkit.console.log_screen import PAGE, LogScreen
+from swarmkit.console.main_screen import MainScreen
+from swarmkit.runtime import control
+from swarmkit.runtime.flow import load_flow
+from swarmkit.store import Store
+from swarmkit.store.queries import count_events, events_after, events_before, get_job
+from swarmkit.widgets.log_tail import LogTail
+from swarmkit.widgets.run_table import RunTable
 
 LAST_PAGE_TARGET_MS = 200.0
 LAG_TARGET_MS = 250.0
@@ -297,7 +297,7 @@ def main() -> None:
     if os.environ.get("BENCH_GC_DEBUG"):
         import gc
 
-        def gc_cb(phase, info, _t=[0.0]):
+        def gc_cb(phase, info, _t=[0.0]):  # noqa: B006  (a cell shared across calls)
             if phase == "start":
                 _t[0] = time.perf_counter()
             elif info["generation"] == 2:

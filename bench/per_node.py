@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime import control  # noqa: E402
-from runtime.executor import RunHost  # noqa: E402
-from runtime.flow import parse_flow  # noqa: E402
-from store import Store  # noqa: E402
+from swarmkit.runtime import control  # noqa: E402
+from swarmkit.runtime.executor import RunHost  # noqa: E402
+from swarmkit.runtime.flow import parse_flow  # noqa: E402
+from swarmkit.store import Store  # noqa: E402
 
 
 async def swarmkit_run(store: Store, flow) -> float:

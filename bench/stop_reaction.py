@@ -17,25 +17,24 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime import control  # noqa: E402
-from runtime.errors import RunStoppedError  # noqa: E402
-from runtime.executor import RunHost  # noqa: E402
-from runtime.flow import parse_flow  # noqa: E402
-from store import Store  # noqa: E402
-from store.queries import get_job  # noqa: E402
+from swarmkit.runtime import control  # noqa: E402
+from swarmkit.runtime.errors import RunStoppedError  # noqa: E402
+from swarmkit.runtime.executor import RunHost  # noqa: E402
+from swarmkit.runtime.flow import parse_flow  # noqa: E402
+from swarmkit.store import Store  # noqa: E402
+from swarmkit.store.queries import get_job  # noqa: E402
 
 STOPPER = """
 import asyncio, sys, time
 sys.path.insert(0, sys.argv[3])
-from runtime import control
-from store import Store
+from swarmkit.runtime import control
+from swarmkit.store import Store
 async def go():
     s = await Store.open(sys.argv[1], sys.argv[2])
     print("ready", flush=True)
@@ -57,7 +56,7 @@ class TimedHost(RunHost):
             super()._decide(flags, step, agent)
         except RunStoppedError:
             if self.raised_at is None:
-                self.raised_at = datetime.now(timezone.utc)
+                self.raised_at = datetime.now(UTC)
             raise
 
 

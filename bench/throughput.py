@@ -26,18 +26,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import _benchlib as B
-
 from sqlalchemy import func, select
 
-from runtime import control
-from runtime.flow import load_flow
-from store import Store
-from store.models import checkpoints, jobs
+from swarmkit.runtime import control
+from swarmkit.runtime.flow import load_flow
+from swarmkit.store import Store
+from swarmkit.store.models import checkpoints, jobs
 
 SQLITE_TARGET = 1000.0
 BUSY = re.compile(r"database is locked|database table is locked|SQLITE_BUSY|\bbusy\b", re.I)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from textual.app import App
 
-from runtime.settings import Settings
-from store.records import utcnow
+from swarmkit.runtime.settings import Settings
+from swarmkit.store.records import utcnow
 
 from .config import ConsoleConfig
 from .main_screen import MainScreen

@@ -9,13 +9,13 @@ import logging
 import os
 import sys
 
-from runtime import control
-from runtime.report import runs_table
-from runtime.settings import Settings
-from runtime.text import plain
-from store import STORE_FAULTS, Store, StoreError, StoreUrlError, resolve_store
-from store.queries import list_jobs, workspaces_for
-from store.records import merged_view, utcnow
+from swarmkit.runtime import control
+from swarmkit.runtime.report import runs_table
+from swarmkit.runtime.settings import Settings
+from swarmkit.runtime.text import plain
+from swarmkit.store import STORE_FAULTS, Store, StoreError, StoreUrlError, resolve_store
+from swarmkit.store.queries import list_jobs, workspaces_for
+from swarmkit.store.records import merged_view, utcnow
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

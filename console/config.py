@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
-from store.records import utcnow
+from swarmkit.store.records import utcnow
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime import control
-from runtime.flow import load_flow
-from store import Store
-from store.queries import get_job
+from swarmkit.runtime import control
+from swarmkit.runtime.flow import load_flow
+from swarmkit.store import Store
+from swarmkit.store.queries import get_job
 
 DEMO_FLOWS = Path(__file__).with_name("demo")
 
@@ -86,13 +86,13 @@ class DemoSession:
     def start(self) -> Submitted:
         submitted = asyncio.run(submit_all(self.store_url, self.folder))
         self.worker = self._spawn(
-            ["-m", "runtime.cli", "worker", "--store", self.store_url, "--concurrency", str(CONCURRENCY), str(self.folder)],
+            ["-m", "swarmkit.runtime.cli", "worker", "--store", self.store_url, "--concurrency", str(CONCURRENCY), str(self.folder)],
             "worker.log",
         )
         stop_early = submitted.ids["index_docs.toml"][0]
         stop_in_flight = submitted.ids["train_eval.toml"][0]
         self.director = self._spawn(
-            ["-m", "console.demo_session", "--store", self.store_url, "--stop-early", stop_early, "--stop-in-flight", stop_in_flight, str(self.folder)],
+            ["-m", "swarmkit.console.demo_session", "--store", self.store_url, "--stop-early", stop_early, "--stop-in-flight", stop_in_flight, str(self.folder)],
             "director.log",
         )
         return submitted

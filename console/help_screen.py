@@ -9,8 +9,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from widgets.safe_text import safe
-from widgets.status_badge import STATUS_LOOKS
+from swarmkit.widgets.safe_text import safe
+from swarmkit.widgets.status_look import STATUS_LOOKS
 
 LOG_KEYS = (
     ("f / End", "follow the end of the log again"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import datetime
-from typing import Callable
 
 from rich.text import Text
 from textual import on, work
@@ -15,11 +15,11 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
-from store.queries import count_events_between, events_after_sync, events_before, events_before_sync, find_event_before, get_job_sync
-from store.records import JobRecord
-from widgets.log_tail import LogTail
-from widgets.safe_text import safe
-from widgets.status_badge import status_text
+from swarmkit.store.queries import count_events_between, events_after_sync, events_before, events_before_sync, find_event_before, get_job_sync
+from swarmkit.store.records import JobRecord
+from swarmkit.widgets.log_tail import LogTail
+from swarmkit.widgets.safe_text import safe
+from swarmkit.widgets.status_look import status_text
 
 from .run_views import log_line
 from .store_link import StoreLink

@@ -15,19 +15,19 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
-from runtime import control
-from runtime.errors import SwarmkitError
-from runtime.report import age
-from runtime.settings import default_actor
-from runtime.workspaces import dir_size
-from store import STORE_FAULTS, TERMINAL_STATUSES, StoreError, describe_db_error
-from store.queries import audit_for, checkpoints_for, get_job, workspaces_for
-from store.records import JobRecord
-from widgets.confirm_dialog import Choice, ConfirmDialog
-from widgets.run_detail import DetailSection, RunDetail
-from widgets.run_table import RunRow, RunTable
-from widgets.safe_text import safe, safe_lines
-from widgets.state_counts import StateCounts, StoreSummary
+from swarmkit.runtime import control
+from swarmkit.runtime.errors import SwarmkitError
+from swarmkit.runtime.report import age
+from swarmkit.runtime.settings import default_actor
+from swarmkit.runtime.workspaces import dir_size
+from swarmkit.store import STORE_FAULTS, TERMINAL_STATUSES, StoreError, describe_db_error
+from swarmkit.store.queries import audit_for, checkpoints_for, get_job, workspaces_for
+from swarmkit.store.records import JobRecord
+from swarmkit.widgets.confirm_dialog import Choice, ConfirmDialog
+from swarmkit.widgets.run_detail import DetailSection, RunDetail
+from swarmkit.widgets.run_table import RunRow, RunTable
+from swarmkit.widgets.safe_text import safe, safe_lines
+from swarmkit.widgets.state_counts import StateCounts, StoreSummary
 
 from .act_commands import ActCommands
 from .config import ConsoleConfig

@@ -27,14 +27,14 @@ import asyncio
 import logging
 import time
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from operator import attrgetter
-from typing import Callable
 
-from runtime import control
-from store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
-from store.queries import (
+from swarmkit.runtime import control
+from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
+from swarmkit.store.queries import (
     ChangeMarker,
     change_marker_sync,
     count_live_workers_sync,
@@ -47,7 +47,7 @@ from store.queries import (
     status_counts_sync,
     updated_between_sync,
 )
-from store.records import STALL_AFTER, JobRecord, utcnow
+from swarmkit.store.records import STALL_AFTER, JobRecord, utcnow
 
 from .store_link import StoreLink
 
@@ -63,7 +63,7 @@ LINGER = timedelta(minutes=10)
 FULL_EVERY_S = 30.0
 SKEW = timedelta(seconds=5)
 # The window of a store holding fewer ended runs than ENDED_BOUND: every row.
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Iterable
 
-from runtime.report import age, node_cell, requested_by, usage_cell
-from store import TERMINAL_STATUSES, StoreLocation
-from store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
-from widgets.log_tail import LogLine
-from widgets.run_detail import DetailSection, RunDetailData
-from widgets.run_table import RunRow
-from widgets.safe_text import safe
+from swarmkit.runtime.report import age, node_cell, requested_by, usage_cell
+from swarmkit.store import TERMINAL_STATUSES, StoreLocation
+from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
+from swarmkit.widgets.log_tail import LogLine
+from swarmkit.widgets.run_detail import DetailSection, RunDetailData
+from swarmkit.widgets.run_table import RunRow
+from swarmkit.widgets.safe_text import safe
 
 
 def ago(now: datetime, then: datetime | None) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Awaitable, TypeVar
+from typing import TypeVar
 
-from store import Store, StoreError, StoreLocation, resolve_store
+from swarmkit.store import Store, StoreError, StoreLocation, resolve_store
 
 from .run_views import shown_store
 

@@ -11,9 +11,10 @@ import signal
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import AgentFailed
 from .flow import Agent, resolve_call
@@ -134,7 +135,7 @@ async def _wait_group(proc: asyncio.subprocess.Process, pgid: int, timeout: floa
         if proc.returncode is None:
             try:
                 await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.05)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         if proc.returncode is not None and not _group_alive(pgid):
             return True

@@ -9,13 +9,14 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
-from store.models import QUEUED, RUNNING
-from store.queries import events_after, get_job, list_jobs, workspaces_for
-from store.records import EventRecord, merged_view, utcnow
+from swarmkit.store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
+from swarmkit.store.models import QUEUED, RUNNING
+from swarmkit.store.queries import events_after, get_job, list_jobs, workspaces_for
+from swarmkit.store.records import EventRecord, merged_view, utcnow
 
 from . import control
 from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
@@ -162,6 +163,9 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         return EXIT_FAIL
     async with store.read() as conn:
         job = await get_job(conn, job_id)
+    if job is None:
+        err(f"{sid} {status}, and its row is gone from {store.loc.display}")
+        return EXIT_FAIL
     if status == "completed":
         print(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
         return EXIT_OK
@@ -190,7 +194,7 @@ async def cmd_run(args) -> int:
         if args.input:
             raise UsageError("--input cannot be given with --resume: a resumed run keeps its inputs")
 
-        async def go(store: Store) -> int:
+        async def resume_here(store: Store) -> int:
             res, job = await control.claim_for_resume(store, args.resume)
             print(plain_lines(res.message), file=sys.stderr if job is None else sys.stdout)
             if job is None:
@@ -202,7 +206,7 @@ async def cmd_run(args) -> int:
                 return EXIT_FAIL
             return await _host_foreground(store, job.id, job.epoch, flow, resumed=True)
 
-        return await with_store(args, go)
+        return await with_store(args, resume_here)
 
     if not positional:
         raise UsageError("run needs a flow file: swarmkit run FLOW [--input k=v]... [WORKSPACE]")
@@ -321,7 +325,7 @@ async def cmd_status(args) -> int:
         run_ref, args.workspace = positional
     elif len(positional) == 1:
         # One argument: a folder is the workspace, anything else a run id.
-        if Path(positional[0]).is_dir():
+        if Path(positional[0]).is_dir():  # noqa: ASYNC240  (before any work starts)
             args.workspace = positional[0]
         else:
             run_ref = positional[0]
@@ -371,7 +375,7 @@ class UsageError(Exception):
     pass
 
 
-COMMANDS: dict[str, Callable[[Any], Awaitable[int]]] = {
+COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
     "run": cmd_run,
     "worker": cmd_worker,
     "stop": cmd_act,

@@ -20,9 +20,9 @@ from sqlalchemy import and_, case, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import STORE_FAULTS, Store
-from store.engine import SQLITE_BUSY_TIMEOUT_S
-from store.models import (
+from swarmkit.store import STORE_FAULTS, Store
+from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S
+from swarmkit.store.models import (
     CANCELLED,
     DEFERRED,
     LOST,
@@ -36,8 +36,8 @@ from store.models import (
     events,
     jobs,
 )
-from store.queries import get_job, jobs_by_prefix, live_workers
-from store.records import JobRecord, utcnow
+from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers
+from swarmkit.store.records import JobRecord, utcnow
 
 from .errors import AmbiguousRun, RunNotFound
 from .flow import Flow

@@ -12,15 +12,16 @@ import json
 import logging
 import threading
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
 
-from store import STORE_FAULTS, Store, describe_db_error, is_transient
-from store.models import UTCDateTime, CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, RUNNING, STOPPED, checkpoints, events, jobs
-from store.queries import get_job, latest_checkpoint
-from store.records import utcnow
+from swarmkit.store import STORE_FAULTS, Store, describe_db_error, is_transient
+from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, RUNNING, STOPPED, UTCDateTime, checkpoints, events, jobs
+from swarmkit.store.queries import get_job, latest_checkpoint
+from swarmkit.store.records import utcnow
 
 from .agents import Usage, make_context, run_call, run_command
 from .control import record_audit, record_event, state_json, storable
@@ -116,7 +117,7 @@ class EventSink:
     lines are always committed with it.
     """
 
-    def __init__(self, host: "RunHost"):
+    def __init__(self, host: RunHost):
         self.host = host
         self.pending: list[dict[str, Any]] = []
         # Sync `call` agents log from a worker thread: the buffer swap and the
@@ -156,7 +157,7 @@ class EventSink:
         while True:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=EVENT_FLUSH_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:
@@ -248,19 +249,19 @@ class RunHost:
     def _params(self, **more: Any) -> dict[str, Any]:
         return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=utcnow(), **more)
 
-    def touch(self, conn, stmt=_TOUCH, **params: Any) -> Flags | None:
-        """The first statement of every host write: proves the epoch, or raises FencedError.
+    def touch(self, conn) -> None:
+        """The first statement of a host write that needs no flags: proves the epoch, or raises FencedError."""
+        if conn.execute(_TOUCH, self._params()).rowcount != 1:
+            raise FencedError(self.job_id)
 
-        The statements with RETURNING read the flags back. They run under the
-        write lock (SQLite) or the row lock (PostgreSQL), so what they return is
-        the latest committed value, never a cached or snapshot one.
+    def touch_flags(self, conn, stmt, **params: Any) -> Flags:
+        """The first statement of a host write that reads the flags back: proves the epoch, or raises FencedError.
+
+        These statements (RETURNING) run under the write lock (SQLite) or the
+        row lock (PostgreSQL), so what they return is the latest committed
+        value, never a cached or snapshot one.
         """
-        result = conn.execute(stmt, self._params(**params))
-        if stmt is _TOUCH:
-            if result.rowcount != 1:
-                raise FencedError(self.job_id)
-            return None
-        row = result.first()
+        row = conn.execute(stmt, self._params(**params)).first()
         if row is None:
             raise FencedError(self.job_id)
         return Flags(*row)
@@ -285,7 +286,7 @@ class RunHost:
 
     async def _heartbeat(self) -> None:
         def tx(conn) -> Flags:
-            return self.touch(conn, _HEARTBEAT)
+            return self.touch_flags(conn, _HEARTBEAT)
 
         while not self._fenced:
             await asyncio.sleep(self.settings.heartbeat_s)
@@ -333,7 +334,7 @@ class RunHost:
         """The boundary before the first node this host runs: no checkpoint to write, only the flags."""
 
         def tx(conn) -> Flags:
-            flags = self.touch(conn, _ENTER, b_node=agent.name)
+            flags = self.touch_flags(conn, _ENTER, b_node=agent.name)
             if self._clear(flags, step, agent):
                 conn.execute(_INSERT_EVENTS, [self._started_event(step, agent, utcnow())])
             return flags
@@ -357,11 +358,13 @@ class RunHost:
                 if done is not None and done.epoch == self.epoch:
                     # The first attempt committed; only its answer was lost.
                     row = conn.execute(_FLAGS, dict(b_id=self.job_id)).first()
+                    if row is None:
+                        raise FencedError(self.job_id)
                     flags = Flags(*row)
                     if flags.epoch != self.epoch or flags.status != RUNNING:
                         raise FencedError(self.job_id)
                     return flags
-            flags = self.touch(
+            flags = self.touch_flags(
                 conn, _CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens, b_cost=usage.cost, b_node=nxt.name if nxt else agent.name,
             )
             conn.execute(_INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))

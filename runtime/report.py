@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from store.records import JobRecord
+from swarmkit.store.records import JobRecord
 
 from .text import plain
 
@@ -73,7 +73,7 @@ HEADERS = ("ID", "FLOW", "STATUS", "NODE", "IN STATE", "LAST WORK", "REQUESTED B
 
 
 def run_rows(jobs: list[JobRecord], now: datetime) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for job in jobs:
         last = job.last_event_at or job.heartbeat_at
         rows.append(

@@ -34,7 +34,7 @@ class Settings:
     poll_s: float = 0.5
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         return cls(
             heartbeat_s=_float_env("SWARMKIT_HEARTBEAT", cls.heartbeat_s),
             lease_s=_float_env("SWARMKIT_LEASE", cls.lease_s),

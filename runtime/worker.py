@@ -6,13 +6,13 @@ import asyncio
 import logging
 import os
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import insert, update
 
-from store import STORE_FAULTS, Store, describe_db_error
-from store.models import workers
-from store.records import utcnow
+from swarmkit.store import STORE_FAULTS, Store, describe_db_error
+from swarmkit.store.models import workers
+from swarmkit.store.records import utcnow
 
 from .control import claim_queued, mark_lost, stop
 from .executor import host_claimed
@@ -112,7 +112,7 @@ class Worker:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
         finally:
             for task in self.hosted.values():

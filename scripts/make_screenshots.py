@@ -17,13 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from console.app import make_app  # noqa: E402
-from console.help_screen import HelpScreen  # noqa: E402
-from console.log_screen import LogScreen  # noqa: E402
-from console.sample_store import FROZEN_NOW, build, run_id  # noqa: E402
-from widgets.confirm_dialog import ConfirmDialog  # noqa: E402
-from widgets.run_detail import RunDetail  # noqa: E402
-from widgets.run_table import RunTable  # noqa: E402
+from swarmkit.console.app import make_app  # noqa: E402
+from swarmkit.console.help_screen import HelpScreen  # noqa: E402
+from swarmkit.console.log_screen import LogScreen  # noqa: E402
+from swarmkit.widgets.confirm_dialog import ConfirmDialog  # noqa: E402
+from swarmkit.widgets.run_detail import RunDetail  # noqa: E402
+from swarmkit.widgets.run_table import RunTable  # noqa: E402
+from tests.sample_store import FROZEN_NOW, build, run_id  # noqa: E402
 
 SIZE = (150, 42)
 OUT = ROOT / "screenshots"

@@ -9,24 +9,24 @@ import asyncio
 import dataclasses
 import os
 import sqlite3
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Callable, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Connection, Engine
-
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .engine import (
     STORE_ENV,
-    folder_is_read_only,
-    make_sync_engine,
     StoreError,
     StoreLocation,
     StoreUrlError,
+    folder_is_read_only,
     make_engine,
+    make_sync_engine,
     read_tx,
     resolve_store,
     write_tx,
@@ -141,9 +141,9 @@ class Store:
         loc: StoreLocation | None = None,
         create: bool = True,
         migrate: bool = True,
-    ) -> "Store":
+    ) -> Store:
         loc = loc or resolve_store(store, workspace)
-        if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):
+        if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):  # noqa: ASYNC240
             loc = dataclasses.replace(loc, read_only=True)
         engine = make_engine(loc, create=create)
         self = cls(loc, engine)

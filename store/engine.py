@@ -8,10 +8,10 @@ outlive the loop it was made on.
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -81,7 +81,7 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
     except (ArgumentError, ValueError) as exc:
         raise StoreUrlError(f"store URL {raw!r} does not parse: {exc}") from None
     backend = url.get_backend_name()
-    schema = None
+    schema: str | None = None
     if backend == "sqlite":
         url = url.set(drivername="sqlite+aiosqlite")
         if not url.database or url.database == ":memory:":
@@ -90,9 +90,8 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
     elif backend in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+asyncpg")
         query = dict(url.query)
-        schema = query.pop("schema", None)
-        if isinstance(schema, tuple):
-            schema = schema[-1]
+        given = query.pop("schema", None)
+        schema = given[-1] if isinstance(given, tuple) else given
         url = url.set(query=query)
         if schema is not None and not schema.replace("_", "").isalnum():
             raise StoreUrlError(f"store URL {raw!r}: schema {schema!r} must be letters, digits and underscores")

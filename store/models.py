@@ -7,7 +7,8 @@ queries hand out frozen dataclasses instead (see `store.queries`).
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import cast
 
 from sqlalchemy import (
     BigInteger,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     TypeDecorator,
 )
@@ -57,14 +59,14 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         if value.tzinfo is None:
             return value
-        return value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.astimezone(UTC).replace(tzinfo=None)
 
     def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
         if value is None:
             return None
         if isinstance(value, str):  # raw text from an unusual SQLite row
             value = datetime.fromisoformat(value)
-        return value.replace(tzinfo=timezone.utc)
+        return value.replace(tzinfo=UTC)
 
 
 class Base(DeclarativeBase):
@@ -171,11 +173,11 @@ class Worker(Base):
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
-jobs = Job.__table__
-checkpoints = Checkpoint.__table__
-events = Event.__table__
-audit = Audit.__table__
-workspaces = Workspace.__table__
-workers = Worker.__table__
+jobs: Table = cast(Table, Job.__table__)
+checkpoints: Table = cast(Table, Checkpoint.__table__)
+events: Table = cast(Table, Event.__table__)
+audit: Table = cast(Table, Audit.__table__)
+workspaces: Table = cast(Table, Workspace.__table__)
+workers: Table = cast(Table, Worker.__table__)
 
 JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Sequence
+from datetime import UTC, datetime
 
 from sqlalchemy import Connection, DateTime, TypeDecorator, bindparam, func, select, type_coerce
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -30,6 +30,7 @@ from .records import (
     audit_detail,
 )
 
+
 class _UTCRead(TypeDecorator[datetime]):
     """`UTCDateTime` for reading rows in bulk: the same values, one Python call each instead of three.
 
@@ -41,7 +42,7 @@ class _UTCRead(TypeDecorator[datetime]):
     cache_ok = True
 
     def result_processor(self, dialect, coltype):
-        utc = timezone.utc
+        utc = UTC
         if dialect.name == "sqlite":
             parse = datetime.fromisoformat
 
@@ -205,16 +206,12 @@ def change_marker_sync(conn: Connection, window_after: datetime | None = None) -
     return _marker(conn.execute(_MARKER_W, {"b_window_after": window_after}).one(), window_after)
 
 
-_CHANGED_SINCE = select(*_JOB_COLS).where(jobs.c.updated_at >= bindparam("b_since", type_=UTCDateTime())).order_by(jobs.c.updated_at)
 _CHANGED_AFTER = select(*_JOB_COLS).where(jobs.c.updated_at > bindparam("b_after", type_=UTCDateTime())).order_by(jobs.c.updated_at)
 _UPDATED_BETWEEN = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at")).where(
     jobs.c.updated_at >= bindparam("b_from", type_=UTCDateTime()), jobs.c.updated_at <= bindparam("b_to", type_=UTCDateTime())
 )
 _GET_JOBS = select(*_JOB_COLS).where(jobs.c.id.in_(bindparam("b_ids", expanding=True)))
 
-
-async def jobs_changed_since(conn: AsyncConnection, since: datetime) -> list[JobRecord]:
-    return [_job(r) for r in await conn.execute(_CHANGED_SINCE, {"b_since": since})]
 
 
 def jobs_changed_after_sync(conn: Connection, after: datetime) -> list[JobRecord]:
@@ -344,11 +341,7 @@ async def live_workers(conn: AsyncConnection, since: datetime) -> list[WorkerRec
 
 
 _STATUS_COUNTS = select(jobs.c.status, func.count()).group_by(jobs.c.status)
-_ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(_ACTIVE)).group_by(jobs.c.status)
 
-
-async def status_counts(conn: AsyncConnection) -> dict[str, int]:
-    return {status: int(n) for status, n in await conn.execute(_STATUS_COUNTS)}
 
 
 def status_counts_sync(conn: Connection) -> dict[str, int]:
@@ -356,21 +349,9 @@ def status_counts_sync(conn: Connection) -> dict[str, int]:
     return {status: int(n) for status, n in conn.execute(_STATUS_COUNTS)}
 
 
-def active_status_counts_sync(conn: Connection) -> dict[str, int]:
-    """The active statuses and their counts: a range of the status index, cheap however long the history."""
-    return {status: int(n) for status, n in conn.execute(_ACTIVE_COUNTS)}
-
 
 # --- Added for the operator console (read-only) -------------------------------
 
-
-async def running_jobs(conn: AsyncConnection) -> list[JobRecord]:
-    """Every `running` row: the console refreshes these on each poll, because
-    heartbeats and log lines move `heartbeat_at` and `last_event_at` without
-    touching `updated_at`, and the shown statuses (stopping, cancelling,
-    stalled) are derived from them."""
-    stmt = select(*_JOB_COLS).where(jobs.c.status == "running").order_by(jobs.c.created_at.desc())
-    return [_job(r) for r in await conn.execute(stmt)]
 
 
 async def find_event_before(conn: AsyncConnection, job_id: str, needle: str, before_id: int | None = None) -> EventRecord | None:
@@ -407,7 +388,6 @@ _LEASE_EXPIRED = (
 _RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(
     jobs.c.status == RUNNING, jobs.c.last_event_at > bindparam("b_since", type_=UTCDateTime())
 )
-_RUNNING_LAST_EVENT = select(func.max(jobs.c.last_event_at)).where(jobs.c.status == RUNNING)
 _LIVE_WORKERS = (
     select(func.count())
     .select_from(workers)
@@ -432,9 +412,6 @@ def running_active_since_sync(conn: Connection, since: datetime) -> list[JobReco
     rows in SQL, ~0.2 ms at 1,000 of them; not indexed, see migration 0002.)"""
     return [_job(r) for r in conn.execute(_RUNNING_ACTIVE_SINCE, {"b_since": since})]
 
-
-def running_last_event_sync(conn: Connection) -> datetime | None:
-    return conn.execute(_RUNNING_LAST_EVENT).scalar()
 
 
 def count_live_workers_sync(conn: Connection, since: datetime) -> int:

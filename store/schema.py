@@ -68,11 +68,6 @@ def _check_and_upgrade(sync_conn, display: str, upgrade: bool) -> str | None:
     return script.get_current_head()
 
 
-async def current_revision(engine: AsyncEngine) -> str | None:
-    async with engine.connect() as conn:
-        return await conn.run_sync(lambda c: MigrationContext.configure(c).get_current_revision())
-
-
 async def ensure_schema(engine: AsyncEngine, loc: StoreLocation) -> None:
     """Bring the store to this Swarmkit's schema, or refuse one that is newer.
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from store import Store
-from store.queries import audit_for, checkpoints_for, events_after, get_job, jobs_by_prefix, workspaces_for
+from swarmkit.store import Store
+from swarmkit.store.queries import audit_for, checkpoints_for, events_after, get_job, jobs_by_prefix, workspaces_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -18,10 +18,11 @@ import subprocess
 import sys
 import time
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from tests.helpers import FAST_ENV, PG_BASE, ROOT, group_alive, proc_stats, wait_for  # noqa: F401
+from tests.helpers import FAST_ENV, PG_BASE, ROOT, group_alive, proc_stats, wait_for
 
 LEASE_S = float(FAST_ENV["SWARMKIT_LEASE"])
 
@@ -46,11 +47,11 @@ def env_for_children(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def swarmkit_argv(verb: str, store_url: str, *rest: str) -> list[str]:
-    return [sys.executable, "-m", "runtime.cli", verb, "--store", store_url, *rest]
+    return [sys.executable, "-m", "swarmkit.runtime.cli", verb, "--store", store_url, *rest]
 
 
 def console_argv(store_url: str, *rest: str) -> list[str]:
-    return [sys.executable, "-m", "console.cli", "--store", store_url, *rest]
+    return [sys.executable, "-m", "swarmkit.console.cli", "--store", store_url, *rest]
 
 
 # --- reading the store -------------------------------------------------------
@@ -61,7 +62,7 @@ def run_async(coro_fn, *args, **kwargs):
 
 
 async def _with_store(store_url: str, workspace: Path, fn, *, migrate: bool = True):
-    from store import Store
+    from swarmkit.store import Store
 
     store = await Store.open(store_url, workspace, migrate=migrate)
     try:
@@ -92,8 +93,8 @@ async def snapshot_async(store, ids: Iterable[str] | None = None) -> dict[str, A
     """Every row the store holds about some runs: jobs, events, checkpoints, audit, workspaces."""
     from sqlalchemy import select
 
-    from store.models import JOB_COLUMNS, audit, checkpoints, events, jobs, workspaces
-    from store.records import JobRecord
+    from swarmkit.store.models import JOB_COLUMNS, audit, checkpoints, events, jobs, workspaces
+    from swarmkit.store.records import JobRecord
 
     out: dict[str, Any] = {"jobs": {}, "events": {}, "checkpoints": {}, "audit": {}, "workspaces": {}}
     async with store.read() as conn:
@@ -486,12 +487,12 @@ def in_process(main, argv: list[str], env: dict[str, str] | None = None, cwd: Pa
 
 
 def swarmkit_in_process(verb: str, store_url: str, *rest: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
-    from runtime.cli import main
+    from swarmkit.runtime.cli import main
 
     return in_process(main, [verb, "--store", store_url, *rest], env=env, cwd=cwd)
 
 
 def console_in_process(store_url: str, *rest: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
-    from console.cli import main
+    from swarmkit.console.cli import main
 
     return in_process(main, ["--store", store_url, *rest], env=env, cwd=cwd)

@@ -15,7 +15,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -354,7 +353,7 @@ def test_a_store_from_a_newer_schema_is_refused_by_every_verb_and_left_untouched
     res = console_in_process(cli.store_url, "--once", str(cli.workspace), cwd=cli.workspace)
     clear(res, 1, "newer Swarmkit")
     clear(cli.run("worker", str(cli.workspace)), 1, "newer Swarmkit")
-    from store import Store  # noqa: F401
+    from swarmkit.store import Store  # noqa: F401
 
     assert sql(cli.store_url, cli.workspace, "SELECT version_num FROM alembic_version") == [("9999_future",)]
     assert sql(cli.store_url, cli.workspace, "SELECT id, status, updated_at FROM jobs") == before

@@ -5,20 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from runtime import control
-from runtime.executor import read_flags
-from runtime.flow import parse_flow
-from store import Store
-from store.models import JOB_COLUMNS, Job
+from swarmkit.runtime import control
+from swarmkit.runtime.executor import read_flags
+from swarmkit.runtime.flow import parse_flow
+from swarmkit.store import Store
+from swarmkit.store.models import JOB_COLUMNS, Job
 
 from .conftest import Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, events, group_alive, job, workspaces
@@ -71,7 +69,7 @@ def subprocess_once(cli: Cli, *extra: str) -> str:
     import subprocess
 
     proc = subprocess.run(
-        [sys.executable, "-m", "console.cli", "--once", "--store", cli.store_url, *extra],
+        [sys.executable, "-m", "swarmkit.console.cli", "--once", "--store", cli.store_url, *extra],
         cwd=cli.workspace, env=child_env(), capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
@@ -218,7 +216,7 @@ async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(sto
             cached = await session.get(Job, row.id)
             assert cached.stop_requested_at is None
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "runtime.cli", "stop", "--store", store_url, row.id,
+                sys.executable, "-m", "swarmkit.runtime.cli", "stop", "--store", store_url, row.id,
                 cwd=str(workspace), env=child_env(), stdout=asyncio.subprocess.DEVNULL,
             )
             assert await proc.wait() == 0

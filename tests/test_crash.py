@@ -31,13 +31,13 @@ from tests.reliability import (
     pg_kill_storm,
     pg_terminate_backends_of,
     process_alive,
-    tcp_ports_of,
     scale,
     snapshot,
     sql,
     sqlite_path,
-    with_store,
+    tcp_ports_of,
     wait_until,
+    with_store,
 )
 from tests.stress.flows import make_flows, read_ledger
 from tests.stress.harness import RunFacts
@@ -50,8 +50,8 @@ TERMINAL = ("completed", "failed", "faulted", "cancelled")
 
 def submit(cli: Cli, flow: Path, seed: str = "alpha") -> str:
     """Queue a run (through the same control function `swarmkit run --detach` calls)."""
-    from runtime import control
-    from runtime.flow import load_flow
+    from swarmkit.runtime import control
+    from swarmkit.runtime.flow import load_flow
 
     async def go(store):
         return (await control.submit(store, load_flow(flow), {"seed": seed}, actor="tester@ci")).id
@@ -61,15 +61,15 @@ def submit(cli: Cli, flow: Path, seed: str = "alpha") -> str:
 
 def resume_queued(cli: Cli, run_id: str):
     """`swarmkit resume`'s control function: back to the queue for a worker."""
-    from runtime import control
+    from swarmkit.runtime import control
 
     return with_store(cli.store_url, cli.workspace, lambda store: control.resume(store, run_id, actor="tester@ci"))
 
 
 def looked_at(cli: Cli, ids: list[str]) -> dict[str, str]:
     """The runs' statuses as any reader sees them: it first marks runs whose host went silent lost."""
-    from runtime import control
-    from store.queries import get_jobs
+    from swarmkit.runtime import control
+    from swarmkit.store.queries import get_jobs
 
     async def go(store):
         await control.mark_lost(store, LEASE_S)
@@ -338,9 +338,9 @@ def test_a_worker_that_hosts_late_never_hosts_a_run_claimed_since(cli: Cli, tmp_
     16-writer contention test: a heartbeat 2 s late). Meanwhile the run is marked lost, resumed and
     claimed by another worker (epoch 2). When the first worker gets to host it, as `Worker._host` does,
     it must host nothing: its epoch is gone. No node may run twice, nothing may fault."""
-    from runtime import control
-    from runtime.executor import host_claimed
-    from runtime.settings import Settings
+    from swarmkit.runtime import control
+    from swarmkit.runtime.executor import host_claimed
+    from swarmkit.runtime.settings import Settings
 
     ledger = tmp_path / "ledger"
     flows = make_flows(tmp_path / "flows", ledger)
@@ -401,7 +401,6 @@ def test_a_paused_worker_holding_several_runs_writes_nothing_after_they_moved(cl
     try:
         wait_until(lambda: all(job(cli.store_url, cli.workspace, i).status == "running" and job(cli.store_url, cli.workspace, i).step >= 1 for i in ids), timeout=30, what="three runs past their first agent")
         pause_outside_a_transaction(cli, old)
-        t_stop = time.time()
         wait_until(lambda: all(s == "lost" for s in looked_at(cli, ids).values()), timeout=LEASE_S + 10, interval=0.1, what="the paused worker's runs to be lost")
         fg = cli.start("run", "--resume", ids[0], str(cli.workspace))
         assert cli.run("resume", ids[1], str(cli.workspace)).returncode == 0
@@ -571,11 +570,12 @@ def test_the_console_rides_out_its_postgresql_connection_being_killed(store_url:
     """The interactive console on a real pty, its connection killed again and again: it stays up,
     connects again, keeps polling, and quits cleanly on `q`."""
     _pg_only(store_url)
-    from tests.reliability import run_on_pty  # noqa: F401  (the pty plumbing lives there)
     import fcntl
     import select
     import struct
     import termios
+
+    from tests.reliability import run_on_pty  # noqa: F401  (the pty plumbing lives there)
 
     cli.run("run", str(write_flow(tmp_path, "one", 'name = "one"\n[[agents]]\nname = "a"\ncommand = "echo hi"\n')), str(cli.workspace), check=True)
     master, slave = os.openpty()
@@ -632,7 +632,7 @@ def test_the_console_rides_out_its_postgresql_connection_being_killed(store_url:
 FROZEN = """
 import asyncio, os, signal, sys
 from sqlalchemy import text
-from store import Store
+from swarmkit.store import Store
 
 async def go():
     store = await Store.open(sys.argv[1], sys.argv[2])

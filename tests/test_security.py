@@ -22,11 +22,8 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
-
-import pytest
 
 from tests.reliability import (
     console_argv,
@@ -448,7 +445,7 @@ def test_the_store_and_every_workspace_are_private_even_with_umask_0(tmp_path: P
     )
     assert proc.returncode == 0, proc.stderr
     store_dir = ws / ".swarmkit"
-    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)
     assert mode(store_dir) == 0o700
     for f in store_dir.iterdir():
         if f.is_file():

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import RunStoppedError
-from runtime.executor import RunHost
-from runtime.flow import parse_flow
-from runtime import control
-from store import Store
+from swarmkit.runtime import control
+from swarmkit.runtime.errors import RunStoppedError
+from swarmkit.runtime.executor import RunHost
+from swarmkit.runtime.flow import parse_flow
+from swarmkit.store import Store
 
 from .conftest import Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, checkpoints, events, job
@@ -83,7 +83,7 @@ async def test_boundary_raises_run_stopped_and_the_node_does_not_run(store_url, 
         import asyncio
 
         other = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "runtime.cli", "stop", "--store", store_url, job_row.id,
+            sys.executable, "-m", "swarmkit.runtime.cli", "stop", "--store", store_url, job_row.id,
             cwd=str(workspace), env=child_env(), stdout=asyncio.subprocess.DEVNULL,
         )
         assert await other.wait() == 0
@@ -93,7 +93,8 @@ async def test_boundary_raises_run_stopped_and_the_node_does_not_run(store_url, 
         assert not marker.exists()
         # A seen stop latches: clearing the row does not un-stop this host.
         from sqlalchemy import update
-        from store.models import jobs
+
+        from swarmkit.store.models import jobs
 
         async with store.write() as conn:
             await conn.execute(update(jobs).where(jobs.c.id == job_row.id).values(stop_requested_at=None))

@@ -7,8 +7,8 @@ by the caller; the widget never parses them as markup.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -145,7 +145,7 @@ class LogTail(ScrollView, can_focus=True):
     class FollowChanged(Message):
         """Follow switched on or off, or the count of unseen lines changed."""
 
-        def __init__(self, log: "LogTail", follow: bool, waiting: int) -> None:
+        def __init__(self, log: LogTail, follow: bool, waiting: int) -> None:
             super().__init__()
             self.log = log
             self.follow = follow
@@ -158,7 +158,7 @@ class LogTail(ScrollView, can_focus=True):
     class NeedOlder(Message):
         """The reader reached the top of what is loaded and older lines exist."""
 
-        def __init__(self, log: "LogTail", before_id: int) -> None:
+        def __init__(self, log: LogTail, before_id: int) -> None:
             super().__init__()
             self.log = log
             self.before_id = before_id

@@ -11,7 +11,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from .safe_text import safe
-from .status_badge import status_text
+from .status_look import status_text
 from .tcss import load_css
 
 

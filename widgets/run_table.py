@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Callable, Mapping, Sequence
 
 from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from .safe_text import safe_text
-from .status_badge import status_text
+from .status_look import status_text
 from .tcss import load_css
 
 

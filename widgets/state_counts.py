@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from rich.text import Text
 from textual.widgets import Static
 
 from .safe_text import safe
-from .status_badge import STATUS_ORDER, look_of
+from .status_look import STATUS_ORDER, look_of
 from .tcss import load_css
 
 

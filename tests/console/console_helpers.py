@@ -10,20 +10,21 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from sqlalchemy import insert, update
 
+from swarmkit.runtime import control
+from swarmkit.runtime.flow import load_flow
+from swarmkit.store import Store
+from swarmkit.store.models import events, jobs
+from swarmkit.store.queries import get_job
+from swarmkit.store.records import JobRecord, utcnow
+from swarmkit.widgets.run_table import RunTable
 from tests.conftest import Cli, write_flow
-from runtime import control
-from runtime.flow import load_flow
-from store import Store
-from store.models import events, jobs
-from store.queries import get_job
-from store.records import JobRecord, utcnow
-from widgets.run_table import RunTable
 
 # Untrusted text: markup that would be live, markup that would crash, and
 # escape sequences (OSC title, OSC 8 link, CSI device report, C1 CSI, bidi).
@@ -151,7 +152,7 @@ async def until(pilot, predicate: Callable[[], Any], timeout: float = 20.0, what
 
 
 def main_screen(app):
-    from console.main_screen import MainScreen
+    from swarmkit.console.main_screen import MainScreen
 
     for screen in app.screen_stack:
         if isinstance(screen, MainScreen):

@@ -4,14 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from console.app import make_app
-from console_helpers import start_worker  # noqa: F401  (a fixture)
-from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from console_helpers import (
+    first_poll,
+    init_store,
+    job_of,
+    start_worker,  # noqa: F401  (a fixture)
+    status_cell,
+    submit,
+    until,
+)
+
+from swarmkit.console.app import make_app
+from swarmkit.store import Store
+from swarmkit.store.queries import workspaces_for
+from swarmkit.widgets.confirm_dialog import ConfirmDialog
+from swarmkit.widgets.run_table import RunTable
 from tests.conftest import write_flow
-from store import Store
-from store.queries import workspaces_for
-from widgets.confirm_dialog import ConfirmDialog
-from widgets.run_table import RunTable
 
 
 def flows(ws: Path) -> dict[str, Path]:
@@ -171,8 +179,8 @@ async def test_cancel_dialog_back_and_stop_instead(sqlite_url, workspace, fast_e
 
 
 async def test_cursor_stays_on_its_run_while_rows_come_and_go(store_url, workspace, fast_env):
-    from runtime import control
-    from store import Store
+    from swarmkit.runtime import control
+    from swarmkit.store import Store
 
     f = flows(workspace)
     await init_store(store_url, workspace)

@@ -6,10 +6,10 @@ import asyncio
 import time
 from pathlib import Path
 
-from console.demo_session import DemoSession
-from store import Store
-from store.queries import events_after, list_jobs, workspaces_for
-from store.records import utcnow
+from swarmkit.console.demo_session import DemoSession
+from swarmkit.store import Store
+from swarmkit.store.queries import events_after, list_jobs, workspaces_for
+from swarmkit.store.records import utcnow
 
 WANTED = {"running", "stopping", "stopped", "deferred", "completed", "failed"}
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
 from textual.command import CommandPalette
 from textual.widgets import Footer
 
-from console.app import make_app
-from console.help_screen import HelpScreen
-from console.main_screen import ACTS
-from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from swarmkit.console.app import make_app
+from swarmkit.console.help_screen import HelpScreen
+from swarmkit.console.main_screen import ACTS
+from swarmkit.widgets.run_table import RunTable
 from tests.conftest import write_flow
-from widgets.run_table import RunTable
 
 
 def quick(ws):

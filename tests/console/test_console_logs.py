@@ -6,12 +6,13 @@ import sqlite3
 import time
 from pathlib import Path
 
-from console.app import make_app
-from console.log_screen import PAGE, LogScreen
 from console_helpers import add_events, first_poll, init_store, submit, until
+
+from swarmkit.console.app import make_app
+from swarmkit.console.log_screen import PAGE, LogScreen
+from swarmkit.widgets.log_tail import LogTail
+from swarmkit.widgets.run_table import RunTable
 from tests.conftest import write_flow
-from widgets.log_tail import LogTail
-from widgets.run_table import RunTable
 
 
 def quick(ws: Path) -> Path:

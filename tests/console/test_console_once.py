@@ -9,14 +9,14 @@ import pty
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
-from console.sample_store import build_sample_store
 from console_helpers import HOSTILE_FLOW, add_hostile_run
-from store.models import JOB_COLUMNS
+
+from swarmkit.store.models import JOB_COLUMNS
 from tests.conftest import ROOT, child_env
+from tests.sample_store import build_sample_store
 
 EVERY_STATUS = {"queued", "running", "stopping", "cancelling", "stalled", "stopped", "deferred", "lost", "completed", "failed", "faulted", "cancelled"}
 # A long lease: the sample's running rows must not turn lost while the command starts.
@@ -25,7 +25,7 @@ ENV = {"SWARMKIT_LEASE": "600"}
 
 def console(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "console.cli", *args], cwd=ROOT, env=child_env(ENV), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "swarmkit.console.cli", *args], cwd=ROOT, env=child_env(ENV), capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -33,7 +33,7 @@ def on_a_pty(*args: str, timeout: float = 60) -> tuple[int, bytes]:
     """Run the console with a terminal on stdout; returns its exit code and every byte it wrote."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console.cli", *args], cwd=ROOT, env=child_env({**ENV, "TERM": "xterm-256color"}),
+        [sys.executable, "-m", "swarmkit.console.cli", *args], cwd=ROOT, env=child_env({**ENV, "TERM": "xterm-256color"}),
         stdin=follower, stdout=follower, stderr=follower, close_fds=True,
     )
     os.close(follower)
@@ -54,7 +54,7 @@ def on_a_pty(*args: str, timeout: float = 60) -> tuple[int, bytes]:
 @pytest.fixture
 def every_status(workspace):
     # Timestamps around the real now: the command compares heartbeats with the real clock.
-    return build_sample_store(workspace, datetime.now(timezone.utc))
+    return build_sample_store(workspace, datetime.now(UTC))
 
 
 def test_once_prints_every_status_as_plain_text(every_status, workspace):

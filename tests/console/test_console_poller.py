@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from console_helpers import init_store, submit
 from sqlalchemy import update
 
-from console.poller import LINGER, Poller
-from console.store_link import StoreLink
-from console_helpers import init_store, submit
-from runtime import control
-from store import Store
-from store.models import jobs
-from store.records import utcnow
+from swarmkit.console.poller import LINGER, Poller
+from swarmkit.console.store_link import StoreLink
+from swarmkit.runtime import control
+from swarmkit.store import Store
+from swarmkit.store.models import jobs
+from swarmkit.store.records import utcnow
 from tests.conftest import write_flow
 
 

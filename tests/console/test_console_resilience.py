@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from console.app import make_app
 from console_helpers import first_poll, init_store, status_cell, submit, until
-from runtime import control
-from store import Store
+
+from swarmkit.console.app import make_app
+from swarmkit.runtime import control
+from swarmkit.store import Store
 from tests.conftest import PG_BASE, write_flow
 
 

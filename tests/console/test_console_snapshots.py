@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from console.app import make_app
-from console.help_screen import HelpScreen
-from console.log_screen import LogScreen
-from console.sample_store import FROZEN_NOW, build_sample_store, run_id
-from store import Store
-from widgets.confirm_dialog import ConfirmDialog
-from widgets.run_detail import RunDetail
-from widgets.run_table import RunTable
+from swarmkit.console.app import make_app
+from swarmkit.console.help_screen import HelpScreen
+from swarmkit.console.log_screen import LogScreen
+from swarmkit.store import Store
+from swarmkit.widgets.confirm_dialog import ConfirmDialog
+from swarmkit.widgets.run_detail import RunDetail
+from swarmkit.widgets.run_table import RunTable
+from tests.sample_store import FROZEN_NOW, build_sample_store, run_id
 
 SIZE = (150, 42)
 

@@ -14,15 +14,16 @@ import sys
 import termios
 import time
 
-from console.app import make_app
-from console.log_screen import LogScreen
 from console_helpers import HOSTILE_ACTOR, HOSTILE_FLOW, HOSTILE_LINES, HOSTILE_NODE, add_hostile_run, first_poll, until
+
+from swarmkit.console.app import make_app
+from swarmkit.console.log_screen import LogScreen
+from swarmkit.widgets.confirm_dialog import ConfirmDialog
+from swarmkit.widgets.log_tail import LogTail, line_text
+from swarmkit.widgets.run_detail import RunDetail, detail_text
+from swarmkit.widgets.run_table import RunTable
+from swarmkit.widgets.safe_text import safe
 from tests.conftest import ROOT, child_env
-from widgets.confirm_dialog import ConfirmDialog
-from widgets.log_tail import LogTail, line_text
-from widgets.run_detail import RunDetail, detail_text
-from widgets.run_table import RunTable
-from widgets.safe_text import safe
 
 
 def inert(text: str) -> bool:
@@ -84,7 +85,7 @@ def test_the_real_console_on_a_terminal_writes_no_hostile_sequence(sqlite_url, w
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 150, 0, 0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "console.cli", "--poll", "0.2", "--store", sqlite_url, str(workspace)], cwd=ROOT,
+        [sys.executable, "-m", "swarmkit.console.cli", "--poll", "0.2", "--store", sqlite_url, str(workspace)], cwd=ROOT,
         env=child_env({"TERM": "xterm-256color", "SWARMKIT_LEASE": "600"}),
         stdin=follower, stdout=follower, stderr=follower, close_fds=True, start_new_session=True,
     )

@@ -5,10 +5,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import App, ComposeResult
 
-from widgets.log_tail import LogLine, LogTail, line_text
-from widgets.run_table import RunRow, RunTable
-from widgets.safe_text import safe, safe_lines, safe_text
-from widgets.status_badge import STATUS_LOOKS, status_text
+from swarmkit.widgets.log_tail import LogLine, LogTail, line_text
+from swarmkit.widgets.run_table import RunRow, RunTable
+from swarmkit.widgets.safe_text import safe, safe_lines, safe_text
+from swarmkit.widgets.status_look import STATUS_LOOKS, status_text
 
 
 def test_safe_replaces_every_control_but_keeps_markup_literal():
@@ -26,7 +26,7 @@ def test_safe_replaces_every_control_but_keeps_markup_literal():
 
 
 def test_matches_the_runtime_rule():
-    from runtime.text import plain
+    from swarmkit.runtime.text import plain
 
     sample = "".join(chr(i) for i in range(0, 0xA0)) + "\u061c\u200e\u200f\u202a\u202e\u2066\u2069 [x]"
     assert safe(sample, tabs=True) == plain(sample)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from runtime import control
-from store import Store
+from swarmkit.runtime import control
+from swarmkit.store import Store
 
 KIND_WEIGHTS = {"stop": 30, "cancel": 10, "cancel_keep": 8, "resume": 22, "run_resume": 7, "approve": 15}
 MODE_WEIGHTS = {"now": 35, "boundary": 30, "completion": 15, "delay": 20}
@@ -88,7 +88,7 @@ async def act_api(store: Store, kind: str, run_id: str, actor: str) -> control.A
 
 def cli_argv(args, kind: str, run_id: str) -> list[str]:
     verb = {"cancel_keep": "cancel", "run_resume": "run"}.get(kind, kind)
-    argv = [sys.executable, "-m", "runtime.cli", verb, "--store", args.store]
+    argv = [sys.executable, "-m", "swarmkit.runtime.cli", verb, "--store", args.store]
     if kind == "run_resume":
         return argv + ["--resume", run_id, args.workspace]
     argv += [run_id, args.workspace]
@@ -203,7 +203,7 @@ async def main_async(args) -> int:
         for rec, proc, o_path, e_path in bg:
             try:
                 code = await asyncio.wait_for(proc.wait(), timeout=args.bg_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 code = None
                 rec["error"] = f"run --resume still hosting after {args.bg_timeout}s"
             o_s = o_path.read_text(errors="replace")

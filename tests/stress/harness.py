@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.reliability import (
-    LEASE_S,
     env_for_children,
     integrity_check,
     run_group_alive,
@@ -333,8 +332,8 @@ class Round:
 
     def _submit(self, plan: list[tuple[str, str, bool]]) -> None:
         """Queue runs for the workers and tell the actors about them (runs.json, replaced atomically)."""
-        from runtime import control
-        from runtime.flow import load_flow
+        from swarmkit.runtime import control
+        from swarmkit.runtime.flow import load_flow
 
         async def go(store):
             loaded = {n: load_flow(f.path) for n, f in self.flows.items()}
@@ -387,7 +386,7 @@ class Round:
 
     def _finish(self) -> None:
         """Resume or approve every parked run until every run has ended."""
-        from runtime import control
+        from swarmkit.runtime import control
 
         deadline = time.monotonic() + self.p.finish_s
         rounds = 0
@@ -631,7 +630,7 @@ class Round:
                 out.append(f"{tag}: acknowledged at {a['t_ret']:.3f}, yet node {e['node']} started after the boundary reached at {ts(finished[e['step'] - 1]['at']):.3f}")
         return out
 
-    def _facts(self, run_id: str, snap) -> "RunFacts":
+    def _facts(self, run_id: str, snap) -> RunFacts:
         info = self.runs.get(run_id) or self._ref_info(run_id)
         f = RunFacts(
             run_id, snap["jobs"][run_id], self.flows[info["flow"]], snap["events"].get(run_id, []), snap["checkpoints"].get(run_id, []),

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from store import Store
+from swarmkit.store import Store
 
 COLS = ("status", "epoch", "pid", "step", "updated_at", "ended_at", "stop_requested_at", "cancel_requested_at", "cancel_keep")
 

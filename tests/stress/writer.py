@@ -20,9 +20,9 @@ from collections import Counter
 
 from sqlalchemy import text
 
-from runtime import control
-from runtime.flow import load_flow
-from store import Store
+from swarmkit.runtime import control
+from swarmkit.runtime.flow import load_flow
+from swarmkit.store import Store
 
 
 async def main_async(args) -> int:

@@ -1,13 +1,12 @@
 """Initial tables: jobs, checkpoints, events, audit, workspaces, workers.
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-30 09:04:08.339865
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = '0001'
 down_revision = None

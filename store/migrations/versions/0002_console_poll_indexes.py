@@ -18,7 +18,6 @@ Create Date: 2026-11-30 10:40:00
 
 from alembic import op
 
-
 revision = '0002'
 down_revision = '0001'
 branch_labels = None

@@ -14,7 +14,7 @@ _plant = os.environ.get("SWARMKIT_RACE_PLANT")
 if _plant:
     import time
 
-    import runtime.executor as _ex
+    import swarmkit.runtime.executor as _ex
 
     if _plant == "cached_stop":
         import dataclasses

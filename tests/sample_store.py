@@ -1,7 +1,7 @@
 """A fixed store holding a run in every status, for snapshot tests, screenshots and trying the console.
 
 Everything in it is deterministic: ids, timestamps (relative to `now`), log
-lines, audit rows and workspace files. `python -m console.sample_store DIR`
+lines, audit rows and workspace files. `python -m tests.sample_store DIR`
 builds one in DIR; `swarmkit-console DIR` then opens it.
 """
 
@@ -11,16 +11,16 @@ import asyncio
 import hashlib
 import json
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert
 
-from store import Store
-from store.models import audit, checkpoints, events, jobs, workers, workspaces
+from swarmkit.store import Store
+from swarmkit.store.models import audit, checkpoints, events, jobs, workers, workspaces
 
-FROZEN_NOW = datetime(2025, 6, 2, 14, 30, 0, tzinfo=timezone.utc)
+FROZEN_NOW = datetime(2025, 6, 2, 14, 30, 0, tzinfo=UTC)
 
 
 def run_id(name: str) -> str:
@@ -177,4 +177,4 @@ def build_sample_store(workspace: str | Path, now: datetime = FROZEN_NOW) -> str
 if __name__ == "__main__":
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "swarmkit-sample")
     folder.mkdir(parents=True, exist_ok=True)
-    print(build_sample_store(folder, datetime.now(timezone.utc)))
+    print(build_sample_store(folder, datetime.now(UTC)))

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rich.text import Text
-from textual.widgets import Static
 
 from .safe_text import safe
-from .tcss import load_css
 
 
 @dataclass(frozen=True)
@@ -52,17 +50,3 @@ def status_text(status: str) -> Text:
     look = look_of(status)
     return Text(f"{look.glyph} {look.word}", style=look.style, no_wrap=True, end="")
 
-
-class StatusBadge(Static):
-    """One status, as the table shows it."""
-
-    DEFAULT_CSS = load_css("status_badge.tcss")
-
-    def __init__(self, status: str = "", **kwargs) -> None:
-        super().__init__(status_text(status) if status else Text(""), **kwargs)
-        self.status = status
-
-    def set_status(self, status: str) -> None:
-        if status != self.status:
-            self.status = status
-            self.update(status_text(status))
