@@ -1,84 +1,292 @@
-"""The leader of a command agent's process group: it dies with its host, and takes the group with it.
+"""The parent of every process an agent starts: nothing of them outlives the node, the cancel or the lease.
 
-Run as `python -S agent_supervisor.py /bin/sh -c COMMAND` in a new session. It
-starts the command in its own group and waits for it. If the host that started
-it goes away (even by SIGKILL, which gives the host no chance to clean up), its
-parent changes; the supervisor then sends the whole group SIGTERM and, after a
-grace period, SIGKILL. Without it a killed host's agents run on beside the
-resumed run, in the same workspace.
+Run by the host as
 
-The host interrupts a cancelled node by signalling the whole group; the
-supervisor ignores SIGINT and SIGTERM itself so that it can report how the
-command ended. Stdlib only, imported by nothing: it starts in milliseconds.
+    python -S agent_supervisor.py --interrupt-grace S --term-grace S --fence-grace S --lease D -- ARGV...
+
+in a session of its own. It makes itself a child subreaper
+(`PR_SET_CHILD_SUBREAPER`), so every descendant of the agent stays in its
+tree even after a double fork or `setsid`: orphans are re-parented to the
+supervisor, not to init. It finds them by walking /proc, and ends them by pid,
+whatever group or session they moved to.
+
+Its stdin is the host's control pipe, one command a line:
+
+    lease D       the host renewed its lease: the agents may live until D
+                  (a `time.monotonic()` value; CLOCK_MONOTONIC is one clock for
+                  every process of the machine)
+    interrupt     the run is cancelled: SIGINT to every descendant, then
+                  SIGTERM after the interrupt grace, then SIGKILL after the
+                  term grace
+
+End of file on stdin means the host is gone (killed, even by SIGKILL): every
+descendant gets SIGTERM, then SIGKILL after the term grace. When the lease
+deadline passes without a renewal (the host is frozen, or cut off from the
+store), the agents are ended at once (SIGTERM, SIGKILL after the fence grace):
+the host set D with a margin before anyone else may take the run, so they are
+gone before the run can read `lost`. When the command itself exits, whatever
+it left behind gets SIGTERM, then SIGKILL after the term grace, and the
+supervisor exits with the command's status once nothing is left.
+
+The agent's stdin is /dev/null; its stdout and stderr are the supervisor's
+(the host's pipes). The supervisor ignores SIGINT and SIGTERM so that it can
+always finish the escalation and report how the command ended. Stdlib only,
+imported by nothing: it starts in milliseconds.
 """
 
+import ctypes
 import os
+import select
 import signal
 import sys
 import time
 
-PARENT_POLL_S = 0.2
-GRACE_S = float(os.environ.get("SWARMKIT_TERM_GRACE", "3") or 3)
+PR_SET_CHILD_SUBREAPER = 36
+POLL_S = 0.05
+# Exit status when the lease ran out and the supervisor ended the agents itself.
+LEASE_EXPIRED = 75
+# Exit status when the host went away.
+HOST_GONE = 76
+
+
+def say(text: str) -> None:
+    try:
+        os.write(2, f"agent_supervisor: {text}\n".encode())
+    except OSError:
+        pass
+
+
+def become_subreaper() -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _ppid_and_state(pid: int) -> tuple[int, str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # The command name is in parentheses and may hold anything: split after the last ')'.
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    if len(rest) < 2:
+        return None
+    return int(rest[1]), rest[0].decode()
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root` (zombies excluded), found through /proc."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        got = _ppid_and_state(int(name))
+        if got is None or got[1] in ("Z", "X"):
+            continue
+        children.setdefault(got[0], []).append(int(name))
+    out: list[int] = []
+    todo = list(children.get(root, ()))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+class Supervisor:
+    def __init__(self, argv: list[str], interrupt_grace: float, term_grace: float, fence_grace: float, lease: float | None):
+        self.argv = argv
+        self.interrupt_grace = interrupt_grace
+        self.term_grace = term_grace
+        self.fence_grace = fence_grace
+        self.lease = lease
+        self.me = os.getpid()
+        self.child = -1
+        self.child_status: int | None = None
+        self.control_open = True
+        self.buf = b""
+
+    # --- processes ------------------------------------------------------------
+
+    def reap(self) -> None:
+        """Collect every exited child: the command, and orphans re-parented to us."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.child:
+                self.child_status = status
+
+    def signal_all(self, sig: int) -> int:
+        pids = descendants(self.me)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return len(pids)
+
+    def kill_all(self) -> None:
+        """SIGKILL every descendant. Stop them first, so none can fork a new one between the walk and the kill."""
+        for _ in range(100):
+            seen = set(descendants(self.me))
+            if not seen:
+                return
+            for pid in seen:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            # A fork in flight when we stopped its parent shows up on the next walk.
+            while True:
+                more = set(descendants(self.me)) - seen
+                if not more:
+                    break
+                for pid in more:
+                    try:
+                        os.kill(pid, signal.SIGSTOP)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                seen |= more
+            for pid in seen:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            self.wait_gone(1.0)
+
+    def wait_gone(self, grace: float) -> bool:
+        """Wait up to `grace` seconds for every descendant to be gone (reaping as they go)."""
+        deadline = time.monotonic() + grace
+        while True:
+            self.reap()
+            if not descendants(self.me):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def escalate(self, steps: list[tuple[int, float]]) -> None:
+        for sig, grace in steps:
+            if not self.signal_all(sig):
+                break
+            if self.wait_gone(grace):
+                break
+        self.kill_all()
+        self.reap()
+
+    # --- the control pipe -----------------------------------------------------
+
+    def read_control(self, timeout: float) -> list[str]:
+        if not self.control_open:
+            time.sleep(timeout)
+            return []
+        try:
+            ready, _, _ = select.select([0], [], [], timeout)
+        except (OSError, ValueError):
+            self.control_open = False
+            return ["eof"]
+        if not ready:
+            return []
+        try:
+            chunk = os.read(0, 4096)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self.control_open = False
+            return ["eof"]
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        return [line.decode(errors="replace").strip() for line in lines if line.strip()]
+
+    # --- the life of one command -----------------------------------------------
+
+    def start(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self.child = os.fork()
+        if self.child == 0:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            try:
+                os.execvp(self.argv[0], self.argv)
+            except OSError as exc:
+                say(f"cannot run {self.argv[0]}: {exc.strerror}")
+                os._exit(127)
+
+    def finish(self) -> int:
+        """Exit as the command did: with its status, or killed by its signal (the host tells the two apart)."""
+        status = self.child_status
+        if status is None:
+            return 1
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+            os.kill(self.me, sig)
+            return 128 + sig
+        return os.WEXITSTATUS(status)
+
+    def run(self) -> int:
+        self.start()
+        while True:
+            self.reap()
+            if self.child_status is not None:
+                # The command has ended, and so has the node: whatever it left
+                # behind (a stray `&`, a daemon) would hold the output pipes
+                # open and work on for a node that is over.
+                self.escalate([(signal.SIGTERM, self.term_grace)])
+                return self.finish()
+            if self.lease is not None and time.monotonic() >= self.lease:
+                say("the host did not renew its lease in time; ending the agent before the run can be taken elsewhere")
+                self.escalate([(signal.SIGTERM, self.fence_grace)])
+                return LEASE_EXPIRED
+            wait = POLL_S if self.lease is None else max(0.0, min(POLL_S, self.lease - time.monotonic()))
+            for line in self.read_control(wait):
+                if line == "eof":
+                    self.escalate([(signal.SIGTERM, self.term_grace)])
+                    return HOST_GONE
+                if line == "interrupt":
+                    self.escalate([(signal.SIGINT, self.interrupt_grace), (signal.SIGTERM, self.term_grace)])
+                    return self.finish()
+                if line.startswith("lease "):
+                    try:
+                        self.lease = float(line.split()[1])
+                    except (IndexError, ValueError):
+                        pass
+
+
+def parse(argv: list[str]) -> tuple[dict, list[str]]:
+    opts = {"interrupt_grace": 3.0, "term_grace": 3.0, "fence_grace": 0.5, "lease": None}
+    names = {"--interrupt-grace": "interrupt_grace", "--term-grace": "term_grace", "--fence-grace": "fence_grace", "--lease": "lease"}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        key = names.get(argv[i])
+        if key is None or i + 1 >= len(argv):
+            raise SystemExit(f"agent_supervisor: bad option {argv[i]!r}")
+        opts[key] = float(argv[i + 1])
+        i += 2
+    return opts, argv[i + 1 :]
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print("agent_supervisor: no command", file=sys.stderr)
+    opts, command = parse(argv)
+    if not command:
+        say("no command")
         return 2
-    parent = os.getppid()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    child = os.fork()
-    if child == 0:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        try:
-            os.execvp(argv[0], argv)
-        except OSError as exc:
-            print(f"agent_supervisor: cannot run {argv[0]}: {exc.strerror}", file=sys.stderr)
-            os._exit(127)
-    while True:
-        pid, status = os.waitpid(child, os.WNOHANG)
-        if pid == child:
-            break
-        if os.getppid() != parent:
-            return orphaned(child)
-        signal.sigtimedwait({signal.SIGCHLD}, PARENT_POLL_S)
-    # Whatever the command left running in its group (a stray `&`) would hold
-    # the output pipes open and work on for a node that has ended.
-    try:
-        os.killpg(os.getpgrp(), signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-        os.kill(os.getpid(), sig)
-        return 128 + sig
-    return os.WEXITSTATUS(status)
-
-
-def orphaned(child: int) -> int:
-    """The host is gone: nothing it started may keep working for the run."""
-    group = os.getpgrp()
-    try:
-        os.killpg(group, signal.SIGTERM)
-    except ProcessLookupError:
-        return 1
-    deadline = time.monotonic() + GRACE_S
-    while time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(child, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == child:
-            break
-        time.sleep(0.05)
-    os.killpg(group, signal.SIGKILL)  # the supervisor goes too
-    return 1
+    become_subreaper()
+    return Supervisor(command, **opts).run()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,9 @@
-"""Running one agent: a shell command in its own process group, or a Python callable."""
+"""Running one agent: a shell command or a sync callable in a supervised process of its own, or an async callable here.
+
+Everything an agent leaves behind is read without blocking the host and with a
+size limit: a FIFO, a device or an oversized file at $SWARMKIT_OUTPUT faults
+that run (naming the file), never the host.
+"""
 
 from __future__ import annotations
 
@@ -7,54 +12,39 @@ import copy
 import inspect
 import json
 import os
-import signal
+import stat
 import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import AgentFailed
+from .agent_context import AgentContext, BadUsage, Usage
+from .agent_process import AgentProcess, LineSink
+from .errors import AgentFailed, AgentFault, FlowError
 from .flow import Agent, resolve_call
 
-SUPERVISOR = str(Path(__file__).with_name("agent_supervisor.py"))
-# A longer line is cut: one runaway line must not become a 1 GB event.
-MAX_LINE = 64 * 1024
 USAGE_KEY = "_usage"
+# What an agent may leave for the host to read: its output, a sync agent's result.
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024
+
+__all__ = ["AgentContext", "ProcessHooks", "Usage", "make_context", "run_call", "run_command", "run_sync_call"]
 
 
 @dataclass
-class Usage:
-    tokens: int = 0
-    cost: float = 0.0
+class ProcessHooks:
+    """What the host lends an agent process: where its lines go, its graces, its lease, and a register of the live ones."""
 
-    def add(self, tokens: int | float = 0, cost: float = 0.0) -> None:
-        self.tokens += int(tokens or 0)
-        self.cost += float(cost or 0.0)
-
-
-@dataclass
-class AgentContext:
-    """What a `call` agent receives."""
-
-    run_id: str
-    node: str
-    step: int
-    state: dict[str, Any]
-    inputs: dict[str, Any]
-    workspace: Path
-    _log: Callable[[str], None]
-    usage: Usage = field(default_factory=Usage)
-
-    def log(self, line: str) -> None:
-        """Add a line to the run's log (an event, readable from any machine)."""
-        for part in str(line).splitlines() or [""]:
-            self._log(part)
-
-    def add_usage(self, tokens: int = 0, cost: float = 0.0) -> None:
-        self.usage.add(tokens, cost)
+    lines: LineSink
+    note: Callable[[str], None]
+    interrupt_grace: float
+    term_grace: float
+    fence_grace: float
+    lease_deadline: Callable[[], float | None]
+    register: Callable[[AgentProcess], None]
+    unregister: Callable[[AgentProcess], None]
 
 
 _CALLS: dict[tuple[str, str | None], Callable[..., Any]] = {}
@@ -74,112 +64,97 @@ def _take_usage(output: dict[str, Any], usage: Usage, node: str) -> dict[str, An
     if raw is None:
         return output
     if not isinstance(raw, dict):
-        raise AgentFailed(f"{node}: {USAGE_KEY} must be an object like {{\"tokens\": 10, \"cost\": 0.01}}")
+        raise AgentFailed(f"{node}: {USAGE_KEY} must be an object like {{\"tokens\": 10, \"cost\": 0.01}}, not {raw!r:.200}")
     try:
         usage.add(raw.get("tokens", 0), raw.get("cost", 0.0))
-    except (TypeError, ValueError):
-        raise AgentFailed(f"{node}: {USAGE_KEY} holds a value that is not a number: {raw!r}") from None
+    except BadUsage as exc:
+        raise AgentFailed(f"{node}: {USAGE_KEY} is not usage a run can have: {exc}") from None
     return output
 
 
-async def run_call(
-    agent: Agent,
-    ctx: AgentContext,
-    flow_path: str | None,
-) -> tuple[dict[str, Any], Usage]:
-    fn = _resolved(agent.call or "", flow_path)
+def read_agent_file(path: Path, what: str, limit: int = MAX_OUTPUT_BYTES) -> bytes | None:
+    """The bytes of a file an agent left, or None when there is none.
+
+    Opened without blocking (a FIFO would otherwise wait for a writer for ever)
+    and refused unless it is a regular file within `limit` bytes. Run it off
+    the event loop: a slow file system must not stall the host either.
+    """
     try:
-        if inspect.iscoroutinefunction(fn):
-            result = await fn(ctx)
-        else:
-            # A sync agent runs in a thread; a cancel abandons the thread (Python
-            # cannot interrupt it) but the run still ends at once.
-            result = await asyncio.to_thread(fn, ctx)
-            if inspect.isawaitable(result):
-                result = await result
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        raise AgentFailed(f"{agent.name}: {tb}") from exc
-    if result is None:
-        return {}, ctx.usage
-    if not isinstance(result, dict):
-        raise AgentFailed(f"{agent.name}: returned {type(result).__name__}, expected a dict or None")
-    result = dict(result)
-    return _take_usage(result, ctx.usage, agent.name), ctx.usage
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AgentFault(f"{what} {path} cannot be opened: {exc.strerror or exc}") from None
     try:
-        os.killpg(pgid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-
-
-async def _wait_group(proc: asyncio.subprocess.Process, pgid: int, timeout: float) -> bool:
-    """Wait until the shell has exited and nothing is left in its group."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        if proc.returncode is None:
-            try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=0.05)
-            except TimeoutError:
-                pass
-        if proc.returncode is not None and not _group_alive(pgid):
-            return True
-        if asyncio.get_running_loop().time() >= deadline:
-            return False
-        await asyncio.sleep(0.05)
-
-
-async def interrupt_group(proc: asyncio.subprocess.Process, pgid: int, interrupt_grace: float, term_grace: float, note: Callable[[str], None]) -> None:
-    """SIGINT the whole group, then SIGTERM, then SIGKILL, each after a grace period."""
-    for sig, grace, name in ((signal.SIGINT, interrupt_grace, "SIGINT"), (signal.SIGTERM, term_grace, "SIGTERM")):
-        if not _signal_group(pgid, sig):
-            break
-        note(f"sent {name} to process group {pgid}")
-        if await _wait_group(proc, pgid, grace):
-            return
-    if _group_alive(pgid):
-        _signal_group(pgid, signal.SIGKILL)
-        note(f"sent SIGKILL to process group {pgid}")
-    await _wait_group(proc, pgid, 5.0)
-
-
-async def _pump(stream: asyncio.StreamReader, emit: Callable[[str], None]) -> None:
-    buf = b""
-    while True:
-        chunk = await stream.read(65536)
-        if not chunk:
-            break
-        buf += chunk
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise AgentFault(f"{what} {path} is {kind}, not a regular file; the host does not read it")
+        if st.st_size > limit:
+            raise AgentFault(f"{what} {path} holds {st.st_size:,} bytes, more than the limit of {limit:,}")
+        chunks: list[bytes] = []
+        total = 0
         while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
                 break
-            line, buf = buf[:nl], buf[nl + 1 :]
-            emit(_decode(line))
-        if len(buf) > MAX_LINE:
-            emit(_decode(buf[:MAX_LINE]) + " …[line cut]")
-            buf = b""
-    if buf:
-        emit(_decode(buf))
+            total += len(chunk)
+            if total > limit:
+                raise AgentFault(f"{what} {path} grew past the limit of {limit:,} bytes while it was read")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
-def _decode(raw: bytes) -> str:
-    return raw.rstrip(b"\r").decode("utf-8", errors="replace")
+def _json_object(raw: bytes, agent: Agent, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw.decode("utf-8") or "{}")
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise AgentFailed(f"{agent.name}: {what} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not isinstance(value, dict):
+        raise AgentFailed(f"{agent.name}: {what} must hold a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _agent_env(workspace: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # $PPID is the agent's supervisor; this names the hosting process.
+    env["SWARMKIT_HOST_PID"] = str(os.getpid())
+    env["SWARMKIT_WORKSPACE"] = str(workspace)
+    return env
+
+
+async def _supervised(argv: list[str], hooks: ProcessHooks, workspace: Path, env: dict[str, str], agent: Agent) -> int:
+    """Run `argv` under the supervisor until it exits; on cancel, escalate and re-raise."""
+    proc = AgentProcess(
+        argv, cwd=workspace, env=env, lines=hooks.lines, note=hooks.note,
+        interrupt_grace=hooks.interrupt_grace, term_grace=hooks.term_grace, fence_grace=hooks.fence_grace,
+        lease_deadline=hooks.lease_deadline(),
+    )
+    try:
+        await proc.start()
+    except OSError as exc:
+        raise AgentFailed(f"{agent.name}: cannot start the agent's process: {exc.strerror or exc}") from exc
+    hooks.register(proc)
+    try:
+        return await proc.wait()
+    except asyncio.CancelledError:
+        await proc.interrupt()
+        raise
+    finally:
+        hooks.unregister(proc)
+        proc.close()
+
+
+def _ended(code: int, agent: Agent) -> None:
+    if code == 0:
+        return
+    if code == 75:
+        raise AgentFault(f"{agent.name}: ended by its supervisor: this host did not renew its lease in time")
+    if code < 0:
+        raise AgentFailed(f"{agent.name}: command killed by signal {-code}")
+    raise AgentFailed(f"{agent.name}: command exited with status {code}")
 
 
 async def run_command(
@@ -189,66 +164,84 @@ async def run_command(
     step: int,
     state: dict[str, Any],
     workspace: Path,
-    emit: Callable[[str], None],
-    note: Callable[[str], None],
-    interrupt_grace: float,
-    term_grace: float,
+    hooks: ProcessHooks,
 ) -> tuple[dict[str, Any], Usage]:
     usage = Usage()
     with tempfile.TemporaryDirectory(prefix="swarmkit-") as io_dir:
         state_path = Path(io_dir) / "state.json"
         output_path = Path(io_dir) / "output.json"
         state_path.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-        env = dict(os.environ)
+        env = _agent_env(workspace)
         env.update(
             SWARMKIT_RUN_ID=run_id,
             SWARMKIT_NODE=agent.name,
             SWARMKIT_STEP=str(step),
             SWARMKIT_STATE=str(state_path),
             SWARMKIT_OUTPUT=str(output_path),
-            SWARMKIT_WORKSPACE=str(workspace),
-            # $PPID is the agent's supervisor; this names the hosting process.
-            SWARMKIT_HOST_PID=str(os.getpid()),
         )
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-S", SUPERVISOR, "/bin/sh", "-c", agent.command or "",
-                cwd=str(workspace),
-                env=env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                # Its own process group, led by the supervisor, so a cancel
-                # reaches every child, the operator's Ctrl-C reaches none of
-                # them directly, and a host's death takes them all down.
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise AgentFailed(f"{agent.name}: cannot start /bin/sh: {exc.strerror or exc}") from exc
-        pgid = proc.pid
-        pumps = [asyncio.create_task(_pump(proc.stdout, emit)), asyncio.create_task(_pump(proc.stderr, emit))]  # type: ignore[arg-type]
-        try:
-            code = await proc.wait()
-            await asyncio.gather(*pumps)
-        except asyncio.CancelledError:
-            await interrupt_group(proc, pgid, interrupt_grace, term_grace, note)
-            for p in pumps:
-                p.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-            raise
-        if code != 0:
-            if code < 0:
-                raise AgentFailed(f"{agent.name}: command killed by signal {-code}")
-            raise AgentFailed(f"{agent.name}: command exited with status {code}")
-        if not output_path.exists():
+        code = await _supervised(["/bin/sh", "-c", agent.command or ""], hooks, workspace, env, agent)
+        _ended(code, agent)
+        raw = await asyncio.to_thread(read_agent_file, output_path, "$SWARMKIT_OUTPUT")
+        if raw is None:
             return {}, usage
-        try:
-            output = json.loads(output_path.read_text(encoding="utf-8") or "{}")
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise AgentFailed(f"{agent.name}: $SWARMKIT_OUTPUT is not valid JSON ({exc})") from None
-        if not isinstance(output, dict):
-            raise AgentFailed(f"{agent.name}: $SWARMKIT_OUTPUT must hold a JSON object, not {type(output).__name__}")
+        output = _json_object(raw, agent, "$SWARMKIT_OUTPUT")
         return _take_usage(output, usage, agent.name), usage
+
+
+async def run_sync_call(agent: Agent, ctx: AgentContext, flow_path: str | None, hooks: ProcessHooks) -> tuple[dict[str, Any], Usage]:
+    """A sync callable, in a child process under the supervisor (see call_child.py)."""
+    with tempfile.TemporaryDirectory(prefix="swarmkit-") as io_dir:
+        io = Path(io_dir)
+        meta = dict(spec=agent.call, flow_path=flow_path, run_id=ctx.run_id, node=ctx.node, step=ctx.step, workspace=str(ctx.workspace), sys_path=[p for p in sys.path if p])
+        (io / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        (io / "state.json").write_text(json.dumps(ctx.state, sort_keys=True), encoding="utf-8")
+        env = _agent_env(ctx.workspace)
+        env.update(SWARMKIT_RUN_ID=ctx.run_id, SWARMKIT_NODE=ctx.node, SWARMKIT_STEP=str(ctx.step))
+        code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent)
+        raw = await asyncio.to_thread(read_agent_file, io / "result.json", "the agent's result")
+        if raw is None:
+            _ended(code, agent)
+            raise AgentFailed(f"{agent.name}: its process exited with status {code} and no result")
+        result = _json_object(raw, agent, "the agent's result")
+        if not result.get("ok"):
+            error = str(result.get("error", "failed"))
+            if result.get("kind") == "load":
+                raise FlowError(error)
+            raise AgentFailed(f"{agent.name}: {error}")
+        output = result.get("output") or {}
+        if not isinstance(output, dict):
+            raise AgentFailed(f"{agent.name}: returned {type(output).__name__}, expected a dict or None")
+        used = result.get("usage") or {}
+        try:
+            ctx.usage.add(used.get("tokens", 0), used.get("cost", 0.0))
+        except BadUsage as exc:
+            raise AgentFailed(f"{agent.name}: reported bad usage: {exc}") from None
+        return _take_usage(dict(output), ctx.usage, agent.name), ctx.usage
+
+
+def is_async_call(agent: Agent, flow_path: str | None) -> bool:
+    return inspect.iscoroutinefunction(_resolved(agent.call or "", flow_path))
+
+
+async def run_call(agent: Agent, ctx: AgentContext, flow_path: str | None) -> tuple[dict[str, Any], Usage]:
+    """An async callable, here on the host's loop: a cancel cancels it (the host escalates one that ignores it)."""
+    fn = _resolved(agent.call or "", flow_path)
+    try:
+        result = await fn(ctx)
+    except asyncio.CancelledError:
+        raise
+    except BadUsage as exc:
+        raise AgentFailed(f"{agent.name}: reported bad usage: {exc}") from None
+    except Exception as exc:
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        raise AgentFailed(f"{agent.name}: {tb}") from exc
+    if ctx.usage.bad:
+        raise AgentFailed(f"{agent.name}: reported bad usage: {ctx.usage.bad}")
+    if result is None:
+        return {}, ctx.usage
+    if not isinstance(result, dict):
+        raise AgentFailed(f"{agent.name}: returned {type(result).__name__}, expected a dict or None")
+    return _take_usage(dict(result), ctx.usage, agent.name), ctx.usage
 
 
 def make_context(run_id: str, agent: Agent, step: int, state: dict[str, Any], workspace: Path, emit: Callable[[str], None]) -> AgentContext:

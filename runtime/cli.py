@@ -19,6 +19,7 @@ from swarmkit.store.queries import events_after, get_job, list_jobs, workspaces_
 from swarmkit.store.records import EventRecord, merged_view, utcnow
 
 from . import control
+from .echo import Echo, say
 from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
 from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
@@ -31,7 +32,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def err(msg: str) -> None:
-    print(f"swarmkit: {msg}", file=sys.stderr)
+    say(f"swarmkit: {msg}", sys.stderr)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -119,26 +120,29 @@ def plain_lines(text: str) -> str:
     return "\n".join(plain(line) for line in text.split("\n"))
 
 
-def _print_line(job_id: str, node: str | None, line: str) -> None:
-    print(f"  {plain(node or '-', 20)} | {plain(line)}", flush=True)
-
-
 async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
     loop = asyncio.get_running_loop()
     presses = {"n": 0}
     actor = default_actor()
 
+    echo = Echo()
+
+    def on_line(_job_id: str, node: str | None, line: str) -> None:
+        echo(f"  {plain(node or '-', 20)} | {plain(line)}")
+
     def on_sigint() -> None:
         presses["n"] += 1
         if presses["n"] == 1:
-            loop.create_task(_say(control.stop(store, job_id, actor=actor), "\n(Ctrl-C again to cancel the run for good)"))
+            loop.create_task(_say(control.stop(store, job_id, actor=actor), "\n(Ctrl-C again to cancel the run for good, keeping its workspace)"))
         elif presses["n"] == 2:
-            loop.create_task(_say(control.cancel(store, job_id, actor=actor), ""))
+            # The console asks before it destroys a workspace; a second key
+            # press cannot ask, so it keeps it and says where.
+            loop.create_task(_say(control.cancel(store, job_id, actor=actor, keep=True), ""))
 
     async def _say(coro, extra: str) -> None:
         try:
             res = await coro
-            print(plain_lines(res.message) + extra, file=sys.stderr, flush=True)
+            say(plain_lines(res.message) + extra, sys.stderr)
         except Exception as exc:
             err(f"could not reach the store: {exc}")
 
@@ -146,7 +150,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         loop.add_signal_handler(signal.SIGINT, on_sigint)
     except (NotImplementedError, RuntimeError):
         pass
-    host = RunHost(store, job_id, epoch, flow, on_line=_print_line)
+    host = RunHost(store, job_id, epoch, flow, on_line=on_line)
     try:
         status = await host.run()
     finally:
@@ -154,6 +158,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
             loop.remove_signal_handler(signal.SIGINT)
         except Exception:
             pass
+        echo.flush()
     sid = job_id[:8]
     if status == "abandoned":
         err(
@@ -167,16 +172,19 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         err(f"{sid} {status}, and its row is gone from {store.loc.display}")
         return EXIT_FAIL
     if status == "completed":
-        print(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
+        say(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
         return EXIT_OK
     if status == "stopped":
-        print(f"{sid} stopped before {plain(job.current_node)} ({job.step}/{job.steps} agents done). Resume with `swarmkit run --resume {sid}`.")
+        say(f"{sid} stopped before {plain(job.current_node)} ({job.step}/{job.steps} agents done). Resume with `swarmkit run --resume {sid}`.")
         return EXIT_OK
     if status == "deferred":
-        print(f"{sid} is waiting for approval at {plain(job.pending_gate)}. Approve with `swarmkit approve {sid}`, then `swarmkit run --resume {sid}` or a worker hosts it.")
+        say(f"{sid} is waiting for approval at {plain(job.pending_gate)}. Approve with `swarmkit approve {sid}`, then `swarmkit run --resume {sid}` or a worker hosts it.")
         return EXIT_OK
     if status == "cancelled":
-        print(f"{sid} cancelled.")
+        async with store.read() as conn:
+            kept = [w.path for w in (await workspaces_for(conn, [job_id]))[job_id] if w.state == "kept"]
+        where = f"; its workspace is kept at {', '.join(plain(p) for p in kept)}" if kept else ""
+        say(f"{sid} cancelled{where}.")
         return EXIT_FAIL
     if status == "fenced":
         err(f"{sid} is now hosted elsewhere (this process's epoch {epoch} is gone); it stopped and wrote nothing more.")
@@ -196,7 +204,7 @@ async def cmd_run(args) -> int:
 
         async def resume_here(store: Store) -> int:
             res, job = await control.claim_for_resume(store, args.resume)
-            print(plain_lines(res.message), file=sys.stderr if job is None else sys.stdout)
+            say(plain_lines(res.message), sys.stderr if job is None else sys.stdout)
             if job is None:
                 return res.code
             try:
@@ -224,7 +232,7 @@ async def cmd_run(args) -> int:
             print(job.id)
             return EXIT_OK
         job = await control.submit(store, flow, inputs, host_here=True)
-        print(f"{job.short_id} running {plain(flow.name)} ({flow.steps} agents) on {store.loc.display}; Ctrl-C stops it at the next agent boundary.", flush=True)
+        say(f"{job.short_id} running {plain(flow.name)} ({flow.steps} agents) on {store.loc.display}; Ctrl-C stops it at the next agent boundary.")
         return await _host_foreground(store, job.id, job.epoch, flow, resumed=False)
 
     return await with_store(args, go)
@@ -235,7 +243,8 @@ async def cmd_worker(args) -> int:
         raise UsageError("--concurrency must be at least 1")
 
     async def go(store: Store) -> int:
-        worker = Worker(store, concurrency=args.concurrency, say=lambda m: print(plain_lines(m), flush=True))
+        echo = Echo()
+        worker = Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)))
         loop = asyncio.get_running_loop()
         presses = {"n": 0}
         main = asyncio.current_task()
@@ -243,8 +252,8 @@ async def cmd_worker(args) -> int:
         def on_signal() -> None:
             presses["n"] += 1
             if presses["n"] == 1:
-                print("worker: stopping its runs at their next agent boundary (signal again to leave them now; they become lost, resumable)", flush=True)
-                worker.drain(f"worker {worker.id[:8]} shutdown")
+                echo(f"{worker.name}: shutting down; its runs go back to the queue at their next agent boundary, for any worker (signal again to leave them now; they become lost, resumable)")
+                worker.drain()
             elif main:
                 main.cancel()
 
@@ -253,7 +262,8 @@ async def cmd_worker(args) -> int:
         try:
             await worker.run()
         except asyncio.CancelledError:
-            print("worker: left its runs; they become lost after the lease and can be resumed.", flush=True)
+            echo(f"{worker.name}: left its runs; they become lost after the lease and can be resumed.")
+        echo.flush()
         return EXIT_OK
 
     return await with_store(args, go)
@@ -420,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as exc:
         err(plain(str(exc)))
         return EXIT_FAIL
+    except BrokenPipeError:
+        # `swarmkit logs ID | head`: the reader has what it wanted.
+        say("", sys.stdout)
+        return EXIT_OK
     except STORE_FAULTS as exc:
         err(plain(describe_store_fault(exc, args)))
         return EXIT_FAIL

@@ -112,7 +112,8 @@ def _initial_state(inputs: dict[str, str]) -> dict[str, Any]:
 
 
 def state_json(state: dict[str, Any]) -> str:
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """A run's state as stored: strict JSON (no NaN or infinity), or TypeError/ValueError/RecursionError."""
+    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 async def submit(

@@ -47,6 +47,18 @@ class AgentFailed(Exception):
     """An agent ended badly: the flow chose to end (the run becomes `failed`)."""
 
 
+class AgentFault(Exception):
+    """The runtime could not carry an agent through (an unreadable output file, a lapsed lease): the run is `faulted`."""
+
+
+class RunParkedError(HITLDeferredError):
+    """The host is shutting down: the run goes back to the queue from its checkpoint, for any worker. Not a person's stop."""
+
+    def __init__(self, node: str, step: int, parked_by: str):
+        super().__init__(node, step, f"parked before {node} by {parked_by}")
+        self.parked_by = parked_by
+
+
 class RunNotFound(SwarmkitError):
     pass
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,19 +21,22 @@ from typing import Any, TypeVar
 from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
 
 from swarmkit.store import STORE_FAULTS, Store, describe_db_error, is_transient
-from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, RUNNING, STOPPED, UTCDateTime, checkpoints, events, jobs
-from swarmkit.store.queries import get_job, latest_checkpoint
+from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED, UTCDateTime, checkpoints, events, jobs
+from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
 from swarmkit.store.records import utcnow
 
-from .agents import Usage, make_context, run_call, run_command
+from .agent_process import AgentProcess, LineSink
+from .agents import ProcessHooks, Usage, is_async_call, make_context, run_call, run_command, run_sync_call
 from .control import record_audit, record_event, state_json, storable
 from .errors import (
     AgentFailed,
+    AgentFault,
     FencedError,
     FlowError,
     GateDeferredError,
     HITLDeferredError,
     RunCancelledError,
+    RunParkedError,
     RunStoppedError,
 )
 from .flow import Agent, Flow, parse_flow
@@ -44,6 +49,10 @@ T = TypeVar("T")
 # Log lines are written in batches: at most this long after they were printed.
 EVENT_FLUSH_S = 0.1
 EVENT_BATCH = 500
+EVENT_BATCH_BYTES = 1 << 20
+# Past this many lines (or bytes) waiting for the store, an agent's output waits.
+EVENT_HIGH_WATER = 4 * EVENT_BATCH
+EVENT_HIGH_WATER_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -114,44 +123,98 @@ class EventSink:
     """Buffers log lines; they reach the events table in batches, fenced by the host's epoch.
 
     Lines also ride along in the checkpoint's transaction, so a completed node's
-    lines are always committed with it.
+    lines are always committed with it. The buffer is bounded: an agent that
+    prints faster than the store takes lines waits (its pipe fills) instead of
+    the host's memory growing, and no transaction holds more than a batch, so
+    the heartbeat never waits long behind them. A run's log has a cap
+    (SWARMKIT_LOG_CAP bytes of text): past it lines are counted and dropped,
+    and an event says how many.
     """
 
     def __init__(self, host: RunHost):
         self.host = host
         self.pending: list[dict[str, Any]] = []
-        # Sync `call` agents log from a worker thread: the buffer swap and the
-        # appends must not interleave, or a line is lost.
+        self.pending_bytes = 0
         self._plock = threading.Lock()
-        self._event_loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
         self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
         self._task: asyncio.Task | None = None
         # Held by every write of events, so ids follow the order lines were printed.
         self.lock = asyncio.Lock()
+        self.cap = int(host.settings.log_cap_bytes)
+        self.log_bytes = 0
+        self.dropped_lines = 0
+        self.dropped_bytes = 0
+        self._cap_said = False
 
-    def start(self) -> None:
+    def start(self, log_bytes: int = 0) -> None:
+        self.log_bytes = log_bytes
         self._task = asyncio.create_task(self._loop(), name=f"events-{self.host.job_id[:8]}")
 
+    def capped(self) -> bool:
+        return self.log_bytes >= self.cap
+
     def emit(self, kind: str, text: str, node: str | None = None, step: int | None = None) -> None:
+        if kind == "log":
+            size = len(text)
+            if self.log_bytes + size > self.cap:
+                self.log_bytes = max(self.log_bytes, self.cap)
+                self.drop(1, size, node, step)
+                return
+            self.log_bytes += size
         record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=storable(text))
         with self._plock:
             self.pending.append(record)
-            full = len(self.pending) >= EVENT_BATCH
+            self.pending_bytes += len(text) + 64
+            full = len(self.pending) >= EVENT_BATCH or self.pending_bytes >= EVENT_BATCH_BYTES
+            if len(self.pending) >= EVENT_HIGH_WATER or self.pending_bytes >= EVENT_HIGH_WATER_BYTES:
+                self._room.clear()
         if full:
-            if threading.get_ident() == self._loop_thread:
-                self._wake.set()
-            else:
-                self._event_loop.call_soon_threadsafe(self._wake.set)
+            self._wake.set()
 
-    def take(self) -> list[dict[str, Any]]:
+    def drop(self, lines: int, size: int, node: str | None = None, step: int | None = None) -> None:
+        """Lines past the cap: counted, never kept."""
+        self.dropped_lines += lines
+        self.dropped_bytes += size
+        if not self._cap_said:
+            self._cap_said = True
+            self.emit("runtime", f"this run's log reached its cap of {self.cap:,} bytes (SWARMKIT_LOG_CAP): further lines are counted and dropped", node, step)
+
+    def report_dropped(self, node: str | None, step: int | None) -> None:
+        """At a node's end: one event saying how many lines were dropped since the last one."""
+        if self.dropped_lines:
+            lines, size = self.dropped_lines, self.dropped_bytes
+            self.dropped_lines = self.dropped_bytes = 0
+            self.emit("runtime", f"dropped {lines:,} log lines ({size:,} bytes) past the log cap", node, step)
+
+    async def room(self) -> None:
+        """Back-pressure for an agent's output: wait while too many lines wait for the store."""
+        if not self._room.is_set():
+            self._wake.set()
+            await self._room.wait()
+
+    def take(self, limit: int | None = None) -> list[dict[str, Any]]:
         with self._plock:
-            batch, self.pending = self.pending, []
+            if limit is None or len(self.pending) <= limit and self.pending_bytes <= EVENT_BATCH_BYTES:
+                batch, self.pending = self.pending, []
+            else:
+                n, size = 0, 0
+                for record in self.pending:
+                    size += len(record["text"]) + 64
+                    n += 1
+                    if n >= limit or size >= EVENT_BATCH_BYTES:
+                        break
+                batch, self.pending = self.pending[:n], self.pending[n:]
+            self.pending_bytes = sum(len(r["text"]) + 64 for r in self.pending) if self.pending else 0
+            if len(self.pending) < EVENT_HIGH_WATER and self.pending_bytes < EVENT_HIGH_WATER_BYTES:
+                self._room.set()
         return batch
 
     def give_back(self, batch: list[dict[str, Any]]) -> None:
         with self._plock:
             self.pending[:0] = batch
+            self.pending_bytes += sum(len(r["text"]) + 64 for r in batch)
 
     async def _loop(self) -> None:
         while True:
@@ -164,33 +227,38 @@ class EventSink:
                 await self.flush()
             except FencedError:
                 self.host.fence()
+                self._room.set()
                 return
-            except STORE_FAULTS as exc:  # try again next round; lines wait in memory
+            except STORE_FAULTS as exc:  # try again next round; lines wait in memory, bounded
                 fault = self.host.fault_text(exc)
                 self.host.warn_once(fault, f"writing events failed: {fault}")
 
     async def flush(self) -> None:
-        async with self.lock:
-            batch = self.take()
-            if not batch:
-                return
-            host = self.host
+        """Write what is waiting, a batch a transaction, so that no write holds the lock for long."""
+        host = self.host
+        while True:
+            async with self.lock:
+                batch = self.take(EVENT_BATCH)
+                if not batch:
+                    return
 
-            def tx(conn) -> None:
-                host.touch(conn)
-                conn.execute(_INSERT_EVENTS, batch)
+                def tx(conn, batch=batch) -> None:
+                    host.touch(conn)
+                    conn.execute(_INSERT_EVENTS, batch)
 
-            try:
-                await host.store.run_write(tx)
-            except BaseException:
-                self.give_back(batch)
-                raise
+                try:
+                    await host.store.run_write(tx)
+                except BaseException:
+                    self.give_back(batch)
+                    raise
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        self._room.set()
 
 
 class RunHost:
@@ -220,6 +288,14 @@ class RunHost:
         self._node_task: asyncio.Task | None = None
         self.final_status: str | None = None
         self.workspace = store.loc.runs_dir / job_id
+        # Set by a worker shutting down: park at the next boundary, back to the queue.
+        self._park_by: str | None = None
+        # The lease, on this host's monotonic clock: past it, the run may be
+        # someone else's, so this host's agents must already be dead. Renewed by
+        # each heartbeat that lands; the agent supervisors hold it too.
+        self.lease_deadline: float | None = None
+        self._procs: set[AgentProcess] = set()
+        self._lease_lapsed = False
 
     # --- fencing and retries ------------------------------------------------------
 
@@ -230,6 +306,41 @@ class RunHost:
             log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
             if self._node_task and not self._node_task.done():
                 self._node_task.cancel()
+
+    def request_park(self, by: str) -> None:
+        """The host is shutting down: at the next boundary the run goes back to the queue (not a person's stop)."""
+        self._park_by = self._park_by or by
+
+    # --- the lease ------------------------------------------------------------
+
+    def _renewed(self, stamped_at: float) -> None:
+        """A heartbeat stamped at `stamped_at` (monotonic, taken before its write began) has landed."""
+        deadline = stamped_at + self.settings.lease_s - self.settings.lease_margin_s
+        if self.lease_deadline is None or deadline > self.lease_deadline:
+            self.lease_deadline = deadline
+            for proc in list(self._procs):
+                proc.renew(deadline)
+
+    def _register(self, proc: AgentProcess) -> None:
+        self._procs.add(proc)
+        if self.lease_deadline is not None:
+            proc.renew(self.lease_deadline)
+
+    def _unregister(self, proc: AgentProcess) -> None:
+        self._procs.discard(proc)
+
+    async def _lease_watch(self) -> None:
+        """Self-fencing: when the lease could not be renewed in time, stop hosting before anyone else may start."""
+        while not self._fenced:
+            deadline = self.lease_deadline
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                self._lease_lapsed = True
+                self.warn_once("lease", "this host could not renew its lease in time: its agents are ended and it stops hosting the run (it will show lost, resumable)")
+                self.fence()
+                return
+            wait = min(self.settings.heartbeat_s, deadline - now) if deadline is not None else self.settings.heartbeat_s
+            await asyncio.sleep(max(0.01, wait))
 
     def warn_once(self, fault: str, text: str) -> None:
         """A store fault repeats at every retry and flush; the operator needs to hear it once."""
@@ -290,6 +401,7 @@ class RunHost:
 
         while not self._fenced:
             await asyncio.sleep(self.settings.heartbeat_s)
+            stamped = time.monotonic()
             try:
                 flags = await self.store.run_write(tx)
             except FencedError:
@@ -301,6 +413,7 @@ class RunHost:
                 fault = self.fault_text(exc)
                 self.warn_once(fault, f"heartbeat failed: {fault}")
                 continue
+            self._renewed(stamped)
             if flags.cancel_requested_at is not None and self._cancel is None:
                 self._cancel = flags
                 if self._node_task and not self._node_task.done():
@@ -317,6 +430,8 @@ class RunHost:
             self._stop_latched = flags.stop_requested_by or "unknown"
         if self._stop_latched is not None:
             raise RunStoppedError(agent.name, step, self._stop_latched)
+        if self._park_by is not None:
+            raise RunParkedError(agent.name, step, self._park_by)
         if agent.approve and flags.approved_step != step:
             raise GateDeferredError(agent.name, step, f"waiting for approval at {agent.name}")
 
@@ -402,20 +517,52 @@ class RunHost:
         def note(line: str) -> None:
             self.sink.emit("runtime", line, agent.name, step)
 
+        def drop(lines: int, size: int) -> None:
+            self.sink.drop(lines, size, agent.name, step)
+
+        hooks = ProcessHooks(
+            lines=LineSink(emit, self.sink.room, self.sink.capped, drop),
+            note=note,
+            interrupt_grace=self.settings.interrupt_grace_s,
+            term_grace=self.settings.term_grace_s,
+            fence_grace=self.settings.fence_grace_s,
+            lease_deadline=lambda: self.lease_deadline,
+            register=self._register,
+            unregister=self._unregister,
+        )
+        coro: Awaitable[tuple[dict[str, Any], Usage]]
+        in_process = False
         if agent.command is not None:
-            coro = run_command(
-                agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, emit=emit, note=note,
-                interrupt_grace=self.settings.interrupt_grace_s, term_grace=self.settings.term_grace_s,
-            )
+            coro = run_command(agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, hooks=hooks)
         else:
             ctx = make_context(self.job_id, agent, step, state, self.workspace, emit)
-            coro = run_call(agent, ctx, self.flow.path)
-        self._node_task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
+            if is_async_call(agent, self.flow.path):
+                in_process = True
+                coro = run_call(agent, ctx, self.flow.path)
+            else:
+                coro = run_sync_call(agent, ctx, self.flow.path, hooks)
+        self._node_task = task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
         if self._cancel is not None or self._fenced:
             # The heartbeat saw a cancel (or lost our epoch) while the node was being set up.
-            self._node_task.cancel()
-        await asyncio.wait({self._node_task})
-        task, self._node_task = self._node_task, None
+            task.cancel()
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            # This host is leaving its runs (a worker's second signal): the
+            # supervisors end the agents on their own (the control pipe closes),
+            # and the run becomes lost within its lease.
+            for proc in list(self._procs):
+                proc.abandon()
+            task.cancel()
+            if in_process:
+                await self._until_ended(task, agent, in_process)
+            else:
+                await asyncio.wait({task}, timeout=1.0)
+            raise
+        if not task.done():
+            await self._until_ended(task, agent, in_process)
+        self._node_task = None
+        self.sink.report_dropped(agent.name, step)
         if self._fenced:
             raise FencedError(self.job_id)
         if task.cancelled():
@@ -423,6 +570,31 @@ class RunHost:
                 raise RunCancelledError(self.job_id)
             raise asyncio.CancelledError()
         return task.result()
+
+    async def _until_ended(self, task: asyncio.Task, agent: Agent, in_process: bool) -> None:
+        """Wait for a cancelled node to end. A process ends through its supervisor's escalation;
+        an async agent on this loop that swallows its cancellation is cancelled again through
+        the graces, and if it still runs, this host process exits: it is the only way to end it."""
+        if not in_process:
+            await asyncio.wait({task})
+            return
+        for grace in (self.settings.interrupt_grace_s, self.settings.term_grace_s):
+            done, _ = await asyncio.wait({task}, timeout=grace)
+            if done:
+                return
+            task.cancel()
+        if task.done():
+            return
+        text = f"agent {agent.name} ignored its cancellation for {self.settings.interrupt_grace_s + self.settings.term_grace_s:.0f}s; ending host process {os.getpid()} so that nothing of the run keeps running"
+        log.error("run %s: %s", self.job_id[:8], text)
+        self.sink.emit("runtime", text, agent.name)
+        try:
+            await asyncio.wait_for(self.sink.flush(), timeout=2.0)
+        except BaseException:
+            pass
+        for proc in list(self._procs):
+            proc.close()
+        os._exit(70)
 
     async def node_fn(self, step: int, agent: Agent, state: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
         """The boundary and the agent, for a node entered on its own (the first this host runs)."""
@@ -495,9 +667,10 @@ class RunHost:
 
     async def _park(self, exc: HITLDeferredError) -> None:
         stopped = isinstance(exc, RunStoppedError)
-        status = STOPPED if stopped else DEFERRED
+        parked = isinstance(exc, RunParkedError)
+        status = STOPPED if stopped else QUEUED if parked else DEFERRED
         values: dict[str, Any] = dict(status=status, current_node=exc.node)
-        if not stopped:
+        if not stopped and not parked:
             values["pending_gate"] = exc.node
 
         async def op() -> None:
@@ -516,11 +689,15 @@ class RunHost:
                     actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
                     await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": exc.step}, at=now)
+                elif parked:
+                    by = exc.parked_by  # type: ignore[attr-defined]
+                    await record_event(conn, self.job_id, "run.parked", f"parked {boundary} by {by}: back in the queue for any worker", node=exc.node, step=exc.step, at=now)
+                    await record_audit(conn, by, "run.parked", self.job_id, {"boundary": exc.node, "step": exc.step, "worker": by}, at=now)
                 else:
                     await record_event(conn, self.job_id, "run.deferred", f"waiting for approval {boundary}", node=exc.node, step=exc.step, at=now)
 
         await self._retrying(f"parking the run {status}", op)
-        self.final_status = status
+        self.final_status = "parked" if parked else status
 
     # --- the run ---------------------------------------------------------------
 
@@ -535,19 +712,25 @@ class RunHost:
 
     async def _run(self) -> None:
         heartbeat: asyncio.Task | None = None
+        lease_watch: asyncio.Task | None = None
         step = 0
         node: str | None = None
         try:
             async def claim_here():
+                stamped = time.monotonic()
                 async with self.store.write() as conn:
-                    await conn.run_sync(lambda c: self.touch(c))
+                    await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT))
                     self.workspace = await ensure_workspace(conn, self.store.loc.runs_dir, self.job_id)
-                    return await latest_checkpoint(conn, self.job_id)
+                    cp = await latest_checkpoint(conn, self.job_id)
+                    logged = await log_bytes(conn, self.job_id)
+                return stamped, cp, logged
 
-            cp = await self._retrying("taking the run", claim_here)
+            stamped, cp, logged = await self._retrying("taking the run", claim_here)
+            self._renewed(stamped)
+            lease_watch = asyncio.create_task(self._lease_watch(), name=f"lease-{self.job_id[:8]}")
             state: dict[str, Any] = json.loads(cp.state) if cp else {"inputs": {}}
             step = cp.step if cp else 0
-            self.sink.start()
+            self.sink.start(logged)
             heartbeat = asyncio.create_task(self._heartbeat(), name=f"heartbeat-{self.job_id[:8]}")
             if step < self.flow.steps:
                 node = self.flow.agents[step].name
@@ -557,6 +740,10 @@ class RunHost:
                 step, node = i, agent.name
                 output, usage = await self.run_agent(i, agent, state)
                 state = {**state, **output}
+                try:
+                    state_json(state)
+                except (TypeError, ValueError, RecursionError) as exc:
+                    raise AgentFailed(f"{agent.name}: returned state that JSON cannot hold ({type(exc).__name__}: {str(exc)[:200]})") from None
                 nxt = self.flow.agents[i + 1] if i + 1 < self.flow.steps else None
                 if nxt is not None:
                     step, node = i + 1, nxt.name
@@ -577,6 +764,10 @@ class RunHost:
         except FencedError:
             self._fenced = True
             self.final_status = "fenced"
+        except AgentFault as exc:
+            await self._flush()
+            if not await self._end(FAULTED, error=str(exc), allow_if_cancel=True):
+                await self._end_cancelled(step, node)
         except AgentFailed as exc:
             await self._flush()
             if not await self._end(FAILED, error=str(exc)):
@@ -617,9 +808,12 @@ class RunHost:
                 # Leaving: nothing may keep running for a run this host no longer tends.
                 self._node_task.cancel()
                 await asyncio.gather(self._node_task, return_exceptions=True)
-            if heartbeat:
-                heartbeat.cancel()
-                await asyncio.gather(heartbeat, return_exceptions=True)
+            for task in (heartbeat, lease_watch):
+                if task:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+            for proc in list(self._procs):
+                proc.close()
             await self.sink.close()
 
 
@@ -648,7 +842,7 @@ async def _retry_transient(settings: Settings, op: Callable[[], Awaitable[T]], o
             delay = min(delay * 2, 1.0)
 
 
-async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Settings | None = None, on_line=None) -> str:
+async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Settings | None = None, on_line=None, on_host: Callable[[RunHost], None] | None = None) -> str:
     """Host a run this process claimed at `epoch`.
 
     The epoch comes from the claim itself. A host starved between its claim
@@ -680,4 +874,6 @@ async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Setti
         await _retry_transient(settings, lambda: fault(error))
         return FAULTED
     host = RunHost(store, job_id, epoch, flow, settings=settings, on_line=on_line)
+    if on_host is not None:
+        on_host(host)
     return await host.run()

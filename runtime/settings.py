@@ -32,6 +32,18 @@ class Settings:
     term_grace_s: float = 3.0
     # How often a worker looks for queued runs.
     poll_s: float = 0.5
+    # A run's log lines (bytes of text) past which further lines are counted and dropped.
+    log_cap_bytes: float = 64 * 1024 * 1024
+
+    @property
+    def lease_margin_s(self) -> float:
+        """How long before anyone may take a run its host's agents are already dead, if the host cannot renew."""
+        return max(2 * self.heartbeat_s, 0.25 * self.lease_s)
+
+    @property
+    def fence_grace_s(self) -> float:
+        """SIGTERM to SIGKILL when a lapsed lease ends the agents: inside the margin."""
+        return self.lease_margin_s / 2
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -41,6 +53,7 @@ class Settings:
             interrupt_grace_s=_float_env("SWARMKIT_INTERRUPT_GRACE", cls.interrupt_grace_s),
             term_grace_s=_float_env("SWARMKIT_TERM_GRACE", cls.term_grace_s),
             poll_s=_float_env("SWARMKIT_POLL", cls.poll_s),
+            log_cap_bytes=_float_env("SWARMKIT_LOG_CAP", cls.log_cap_bytes),
         )
 
 

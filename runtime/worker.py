@@ -14,8 +14,8 @@ from swarmkit.store import STORE_FAULTS, Store, describe_db_error
 from swarmkit.store.models import workers
 from swarmkit.store.records import utcnow
 
-from .control import claim_queued, mark_lost, stop
-from .executor import host_claimed
+from .control import claim_queued, mark_lost
+from .executor import RunHost, host_claimed
 from .settings import Settings, host_name
 
 log = logging.getLogger("swarmkit.worker")
@@ -36,6 +36,8 @@ class Worker:
         self.say = say
         self.id = uuid.uuid4().hex
         self.hosted: dict[str, asyncio.Task] = {}
+        self.hosts: dict[str, RunHost] = {}
+        self.name = f"worker {self.id[:8]}@{host_name()}"
         self._draining = asyncio.Event()
         self._wake = asyncio.Event()
 
@@ -54,30 +56,34 @@ class Worker:
         async with self.store.write() as conn:
             await conn.execute(update(workers).where(workers.c.id == self.id).values(**values))
 
-    def drain(self, actor: str) -> None:
-        """First signal: claim nothing more and ask every hosted run to stop at its next boundary."""
+    def drain(self) -> None:
+        """First signal: claim nothing more, and park every hosted run at its next boundary.
+
+        Parked runs go back to the queue from their checkpoint for any worker
+        (audit `run.parked`, naming this worker): the runtime's own shutdown is
+        not a person's stop. A run whose stop was requested still ends stopped.
+        """
         if self._draining.is_set():
             return
         self._draining.set()
         self._wake.set()
-        self._drain_actor = actor
+        for host in self.hosts.values():
+            host.request_park(self.name)
 
-    async def _stop_hosted(self) -> None:
-        for job_id in list(self.hosted):
-            try:
-                res = await stop(self.store, job_id, actor=self._drain_actor)
-                self.say(res.message.splitlines()[0])
-            except Exception as exc:  # a run that ended meanwhile is fine
-                log.info("stopping %s on drain: %s", job_id[:8], exc)
+    def _hosting(self, host: RunHost) -> None:
+        self.hosts[host.job_id] = host
+        if self._draining.is_set():
+            host.request_park(self.name)
 
     async def _host(self, job_id: str, epoch: int) -> None:
         try:
-            status = await host_claimed(self.store, job_id, epoch, settings=self.settings)
+            status = await host_claimed(self.store, job_id, epoch, settings=self.settings, on_host=self._hosting)
             self.say(f"{job_id[:8]} {status}")
         except Exception:
             log.exception("hosting %s failed", job_id[:8])
         finally:
             self.hosted.pop(job_id, None)
+            self.hosts.pop(job_id, None)
             self._wake.set()
 
     async def run(self) -> None:
@@ -85,13 +91,9 @@ class Worker:
         self.say(f"worker {self.id[:8]} on {host_name()} pid {os.getpid()}: hosting up to {self.concurrency} runs from {self.store.loc.display}")
         last_beat = 0.0
         loop = asyncio.get_running_loop()
-        stopped_hosted = False
         try:
             while True:
                 if self._draining.is_set():
-                    if not stopped_hosted:
-                        stopped_hosted = True
-                        await self._stop_hosted()
                     if not self.hosted:
                         break
                 else:

@@ -286,6 +286,12 @@ def events_before_sync(conn: Connection, job_id: str, before_id: int | None = No
     return rows
 
 
+async def log_bytes(conn: AsyncConnection, job_id: str) -> int:
+    """Characters of log text a run has written so far: where its log cap stands (a resumed run carries it on)."""
+    stmt = select(func.coalesce(func.sum(func.length(events.c.text)), 0)).where(events.c.job_id == job_id, events.c.kind == "log")
+    return int(await conn.scalar(stmt) or 0)
+
+
 async def count_events(conn: AsyncConnection, job_id: str) -> int:
     return int(await conn.scalar(select(func.count()).select_from(events).where(events.c.job_id == job_id)) or 0)
 

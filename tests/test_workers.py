@@ -162,16 +162,28 @@ def test_logs_follow_until_the_run_ends(cli: Cli, tmp_path: Path):
     assert out.rstrip().endswith(f"-- {short} is completed --")
 
 
-def test_a_worker_drains_on_sigterm_stopping_its_runs_at_their_boundary(cli: Cli, tmp_path: Path):
+def test_a_worker_drains_on_sigterm_parking_its_runs_back_to_the_queue(cli: Cli, tmp_path: Path):
+    """A worker's shutdown is not a person's stop: its runs go back to `queued` at their next
+    boundary, for any worker. (It used to park them `stopped`, so a rolling restart needed a
+    human to resume every run.)"""
     gates = tmp_path / "gates"
     flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "a"\ncommand = "{hold(gates, "a")}"\n[[agents]]\nname = "b"\ncommand = "true"\n')
     short = cli.run("run", "--detach", str(flow), check=True).stdout.strip()[:8]
     worker = cli.start("worker")
     wait_for(lambda: job(cli.store_url, cli.workspace, short).current_node == "a", what="the run to start")
     worker.send_signal(signal.SIGTERM)
-    wait_for(lambda: job(cli.store_url, cli.workspace, short).stop_requested_at is not None, what="the drain's stop")
+    time.sleep(0.3)
     release(gates, "a")
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0
     row = job(cli.store_url, cli.workspace, short)
-    assert row.status == "stopped" and row.stop_requested_by.startswith("worker ")
+    assert row.status == "queued" and row.stop_requested_at is None and row.step == 1, row
+    parked = [e for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "run.parked"]
+    assert parked and "worker " in parked[0].text and "before b" in parked[0].text
+    # Any worker takes it from its checkpoint and completes it.
+    again = cli.start("worker")
+    try:
+        wait_for(lambda: job(cli.store_url, cli.workspace, short).status == "completed", timeout=30, what="another worker to complete the parked run")
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.communicate(timeout=30)

@@ -1,0 +1,90 @@
+"""A sync `call` agent in a process of its own, under the agent supervisor.
+
+A thread cannot be interrupted, so a sync callable runs here, where a cancel,
+a dead host or a lapsed lease can end it for real (SIGINT raises
+KeyboardInterrupt in it; SIGTERM and SIGKILL follow). The host passes the
+state in and reads the result back as JSON files in the node's io folder:
+
+    meta.json    {"spec", "flow_path", "run_id", "node", "step", "workspace", "sys_path"}
+    state.json   the run's state
+    result.json  written here: {"ok": true, "output": {...}, "usage": {...}}
+                 or {"ok": false, "kind": "load" | "raised" | "output", "error": "..."}
+
+Lines the agent logs (ctx.log, or print) go to stdout: they are the run's events.
+Imports only the standard library and the runtime's light modules.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def _write_result(io_dir: Path, result: dict[str, Any]) -> None:
+    tmp = io_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result, allow_nan=False, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, io_dir / "result.json")
+
+
+def main(io_dir_arg: str) -> int:
+    io_dir = Path(io_dir_arg)
+    meta = json.loads((io_dir / "meta.json").read_text(encoding="utf-8"))
+    for entry in reversed(meta.get("sys_path", [])):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    from swarmkit.runtime.agent_context import AgentContext, BadUsage, Usage
+    from swarmkit.runtime.errors import FlowError
+    from swarmkit.runtime.flow import resolve_call
+
+    state = json.loads((io_dir / "state.json").read_text(encoding="utf-8"))
+
+    def log(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    ctx = AgentContext(
+        run_id=meta["run_id"], node=meta["node"], step=meta["step"], state=state,
+        inputs=dict(state.get("inputs", {})), workspace=Path(meta["workspace"]), _log=log, usage=Usage(),
+    )
+    try:
+        fn = resolve_call(meta["spec"], meta.get("flow_path"))
+    except FlowError as exc:
+        _write_result(io_dir, {"ok": False, "kind": "load", "error": str(exc)})
+        return 3
+    try:
+        result = fn(ctx)
+        if inspect.isawaitable(result):
+            import asyncio
+
+            async def settle(awaitable):
+                return await awaitable
+
+            result = asyncio.run(settle(result))
+    except BadUsage as exc:
+        _write_result(io_dir, {"ok": False, "kind": "output", "error": f"reported bad usage: {exc}"})
+        return 1
+    except Exception as exc:
+        tb = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        _write_result(io_dir, {"ok": False, "kind": "raised", "error": tb})
+        return 1
+    if ctx.usage.bad:
+        _write_result(io_dir, {"ok": False, "kind": "output", "error": f"reported bad usage: {ctx.usage.bad}"})
+        return 1
+    if result is not None and not isinstance(result, dict):
+        _write_result(io_dir, {"ok": False, "kind": "output", "error": f"returned {type(result).__name__}, expected a dict or None"})
+        return 1
+    try:
+        _write_result(io_dir, {"ok": True, "output": result or {}, "usage": {"tokens": ctx.usage.tokens, "cost": ctx.usage.cost}})
+    except (TypeError, ValueError, RecursionError) as exc:
+        _write_result(io_dir, {"ok": False, "kind": "output", "error": f"returned state that JSON cannot hold ({type(exc).__name__}: {str(exc)[:200]})"})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
