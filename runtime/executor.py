@@ -296,6 +296,9 @@ class RunHost:
         self.lease_deadline: float | None = None
         self._procs: set[AgentProcess] = set()
         self._lease_lapsed = False
+        self._node_agent: Agent | None = None
+        self._node_in_process = False
+        self._escalation: asyncio.Task | None = None
 
     # --- fencing and retries ------------------------------------------------------
 
@@ -304,8 +307,17 @@ class RunHost:
         if not self._fenced:
             self._fenced = True
             log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
-            if self._node_task and not self._node_task.done():
-                self._node_task.cancel()
+            self._interrupt_node()
+
+    def _interrupt_node(self) -> None:
+        """End the node in flight: a process through its supervisor's escalation (the task's
+        cancellation starts it); an async agent on this loop by cancellation, escalated."""
+        task = self._node_task
+        if task is None or task.done():
+            return
+        task.cancel()
+        if self._node_in_process and self._escalation is None and self._node_agent is not None:
+            self._escalation = asyncio.create_task(self._until_ended(task, self._node_agent, True), name=f"escalate-{self.job_id[:8]}")
 
     def request_park(self, by: str) -> None:
         """The host is shutting down: at the next boundary the run goes back to the queue (not a person's stop)."""
@@ -416,8 +428,7 @@ class RunHost:
             self._renewed(stamped)
             if flags.cancel_requested_at is not None and self._cancel is None:
                 self._cancel = flags
-                if self._node_task and not self._node_task.done():
-                    self._node_task.cancel()
+                self._interrupt_node()
 
     # --- the node boundary ---------------------------------------------------
 
@@ -542,9 +553,10 @@ class RunHost:
             else:
                 coro = run_sync_call(agent, ctx, self.flow.path, hooks)
         self._node_task = task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
+        self._node_agent, self._node_in_process, self._escalation = agent, in_process, None
         if self._cancel is not None or self._fenced:
             # The heartbeat saw a cancel (or lost our epoch) while the node was being set up.
-            task.cancel()
+            self._interrupt_node()
         try:
             await asyncio.wait({task})
         except asyncio.CancelledError:
@@ -559,8 +571,9 @@ class RunHost:
             else:
                 await asyncio.wait({task}, timeout=1.0)
             raise
-        if not task.done():
-            await self._until_ended(task, agent, in_process)
+        finally:
+            if self._escalation is not None and not self._escalation.done():
+                self._escalation.cancel()
         self._node_task = None
         self.sink.report_dropped(agent.name, step)
         if self._fenced:
@@ -806,7 +819,7 @@ class RunHost:
         finally:
             if self._node_task and not self._node_task.done():
                 # Leaving: nothing may keep running for a run this host no longer tends.
-                self._node_task.cancel()
+                self._interrupt_node()
                 await asyncio.gather(self._node_task, return_exceptions=True)
             for task in (heartbeat, lease_watch):
                 if task:
