@@ -157,7 +157,7 @@ class EventSink:
 
     def emit(self, kind: str, text: str, node: str | None = None, step: int | None = None) -> None:
         if kind == "log":
-            size = len(text)
+            size = len(text.encode("utf-8", "surrogatepass"))
             if self.log_bytes + size > self.cap:
                 self.log_bytes = max(self.log_bytes, self.cap)
                 self.drop(1, size, node, step)
@@ -186,7 +186,7 @@ class EventSink:
         if self.dropped_lines:
             lines, size = self.dropped_lines, self.dropped_bytes
             self.dropped_lines = self.dropped_bytes = 0
-            self.emit("runtime", f"dropped {lines:,} log lines ({size:,} bytes) past the log cap", node, step)
+            self.emit("runtime", f"dropped {lines:,} log line{'s' if lines != 1 else ''} ({size:,} bytes) past the log cap", node, step)
 
     async def room(self) -> None:
         """Back-pressure for an agent's output: wait while too many lines wait for the store."""

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, DateTime, TypeDecorator, bindparam, func, select, type_coerce
+from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, bindparam, cast, func, select, type_coerce
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from .models import (
@@ -287,8 +287,9 @@ def events_before_sync(conn: Connection, job_id: str, before_id: int | None = No
 
 
 async def log_bytes(conn: AsyncConnection, job_id: str) -> int:
-    """Characters of log text a run has written so far: where its log cap stands (a resumed run carries it on)."""
-    stmt = select(func.coalesce(func.sum(func.length(events.c.text)), 0)).where(events.c.job_id == job_id, events.c.kind == "log")
+    """Bytes (UTF-8) of log text a run has written so far: where its log cap stands (a resumed run carries it on)."""
+    size = func.octet_length(events.c.text) if conn.dialect.name == "postgresql" else func.length(cast(events.c.text, LargeBinary))
+    stmt = select(func.coalesce(func.sum(size), 0)).where(events.c.job_id == job_id, events.c.kind == "log")
     return int(await conn.scalar(stmt) or 0)
 
 

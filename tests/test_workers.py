@@ -172,7 +172,9 @@ def test_a_worker_drains_on_sigterm_parking_its_runs_back_to_the_queue(cli: Cli,
     worker = cli.start("worker")
     wait_for(lambda: job(cli.store_url, cli.workspace, short).current_node == "a", what="the run to start")
     worker.send_signal(signal.SIGTERM)
-    time.sleep(0.3)
+    heard = worker.stdout.readline()
+    while "shutting down" not in heard and heard:
+        heard = worker.stdout.readline()
     release(gates, "a")
     out, _ = worker.communicate(timeout=30)
     assert worker.returncode == 0
