@@ -155,7 +155,7 @@ class PtyConsole:
         env = dict(os.environ, TERM="xterm-256color", SWARMKIT_LEASE=str(LONG_LEASE_S), COLUMNS=str(SIZE[0]), LINES=str(SIZE[1]))
         # This tree's console (what `swarmkit-console` runs when installed from it).
         env["PYTHONPATH"] = os.pathsep.join([str(B.ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        cmd = [sys.executable, "-c", "import sys; from console.cli import main; sys.exit(main())"]
+        cmd = [sys.executable, "-c", "import sys; from swarmkit.console.cli import main; sys.exit(main())"]
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             cmd + ["--store", url, "--poll", str(poll), ws], stdin=slave, stdout=slave, stderr=slave,

@@ -74,7 +74,7 @@ def start_workload(url: str, ws: str, *, workers: int, concurrency: int, agents:
         load.logs.append(log)
         with open(log, "w") as out:
             load.procs.append(subprocess.Popen(
-                [sys.executable, "-c", "import sys; from runtime.cli import main; sys.exit(main())",
+                [sys.executable, "-c", "import sys; from swarmkit.runtime.cli import main; sys.exit(main())",
                  "worker", "--store", url, "--concurrency", str(concurrency), ws],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             ))

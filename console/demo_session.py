@@ -163,7 +163,7 @@ async def direct(store_url: str, folder: str, stop_early: str, stop_in_flight: s
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m console.demo_session", description="the demo's director")
+    p = argparse.ArgumentParser(prog="python -m swarmkit.console.demo_session", description="the demo's director")
     p.add_argument("workspace")
     p.add_argument("--store", required=True)
     p.add_argument("--stop-early", required=True)

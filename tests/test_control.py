@@ -300,7 +300,7 @@ def test_command_agents_see_their_environment_and_inputs(cli: Cli, tmp_path: Pat
 def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_boundary(cli: Cli, tmp_path: Path):
     """Instant agents; one of them asks another process to stop the run. It must stop right after."""
     (tmp_path / "instant.py").write_text("def tick(ctx):\n    return {ctx.node: ctx.step}\n")
-    stop_cmd = f"{sys.executable} -m runtime.cli stop --store '{cli.store_url}' $SWARMKIT_RUN_ID"
+    stop_cmd = f"{sys.executable} -m swarmkit.runtime.cli stop --store '{cli.store_url}' $SWARMKIT_RUN_ID"
     for at in (0, 57, 98):
         body = 'name = "instant"\n'
         for i in range(100):

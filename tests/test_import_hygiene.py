@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,18 @@ def test_no_forbidden_module_after_import(package, tmp_path):
     assert proc.returncode == 0, proc.stderr
     loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert not loaded & FORBIDDEN[package]
+
+
+OLD_NAMES = re.compile(r"""(?:^[ \t]*|["';][ \t]*)(?:from|import)[ \t]+(?:store|runtime|console|widgets)(?:\.|[ \t]|$)|-m["', \t]+(?:store|runtime|console|widgets)\.""", re.M)
+
+
+def test_nothing_names_the_parts_by_their_folder():
+    """The parts are `swarmkit.store` and so on. A test or benchmark run from the checkout could
+    still import `runtime` as a folder of the current directory and hide a wrong name."""
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if {".venv", ".git", "build"} & set(path.relative_to(ROOT).parts):
+            continue
+        for m in OLD_NAMES.finditer(path.read_text(encoding="utf-8")):
+            found.append(f"{path.relative_to(ROOT)}: {m.group(0).strip()}")
+    assert not found

@@ -57,7 +57,7 @@ async def test_a_store_from_a_newer_schema_is_refused_and_left_untouched(store_u
 async def test_concurrent_first_opens_migrate_once(store_url, workspace: Path):
     script = (
         "import asyncio, sys\n"
-        "from store import Store\n"
+        "from swarmkit.store import Store\n"
         "async def go():\n"
         "    s = await Store.open(sys.argv[1], sys.argv[2])\n"
         "    await s.close()\n"
@@ -122,9 +122,9 @@ def test_sixteen_sqlite_writers_see_no_busy_errors(sqlite_url, workspace: Path, 
     flow = write_flow(tmp_path, "w", ONE)
     script = (
         "import asyncio, sys\n"
-        "from runtime import control\n"
-        "from runtime.flow import load_flow\n"
-        "from store import Store\n"
+        "from swarmkit.runtime import control\n"
+        "from swarmkit.runtime.flow import load_flow\n"
+        "from swarmkit.store import Store\n"
         "async def go():\n"
         "    s = await Store.open(sys.argv[1], sys.argv[2])\n"
         "    flow = load_flow(sys.argv[3])\n"
