@@ -24,6 +24,8 @@ MAX_LINE = 64 * 1024
 DRAIN_S = 2.0
 # A supervisor that has not finished the escalation this long after it should have is killed.
 SUPERVISOR_SLACK_S = 5.0
+# The supervisor's exit status when the host's lease ran out and it ended the agents itself.
+LEASE_EXPIRED = 75
 
 
 class LineSink:

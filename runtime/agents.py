@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .agent_context import AgentContext, BadUsage, Usage
-from .agent_process import AgentProcess, LineSink
-from .errors import AgentFailed, AgentFault, FlowError
+from .agent_process import LEASE_EXPIRED, AgentProcess, LineSink
+from .errors import AgentFailed, AgentFault, FlowError, LeaseLapsedError
 from .flow import Agent, resolve_call
 
 USAGE_KEY = "_usage"
@@ -150,8 +150,8 @@ async def _supervised(argv: list[str], hooks: ProcessHooks, workspace: Path, env
 def _ended(code: int, agent: Agent) -> None:
     if code == 0:
         return
-    if code == 75:
-        raise AgentFault(f"{agent.name}: ended by its supervisor: this host did not renew its lease in time")
+    if code == LEASE_EXPIRED:
+        raise LeaseLapsedError(f"{agent.name}: ended by its supervisor: this host did not renew its lease in time")
     if code < 0:
         raise AgentFailed(f"{agent.name}: command killed by signal {-code}")
     raise AgentFailed(f"{agent.name}: command exited with status {code}")

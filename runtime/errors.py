@@ -39,6 +39,13 @@ class FencedError(Exception):
     """
 
 
+class LeaseLapsedError(FencedError):
+    """This host did not renew its lease in time; its agents were ended by their supervisor.
+
+    The run may already be someone else's: the host writes nothing more (it shows lost, resumable).
+    """
+
+
 class FlowError(SwarmkitError):
     """A flow file that cannot be run; the message names the file, the line and the fault."""
 

@@ -35,6 +35,7 @@ from .errors import (
     FlowError,
     GateDeferredError,
     HITLDeferredError,
+    LeaseLapsedError,
     RunCancelledError,
     RunParkedError,
     RunStoppedError,
@@ -774,7 +775,10 @@ class RunHost:
         except RunCancelledError:
             await self._flush()
             await self._end_cancelled(step, node)
-        except FencedError:
+        except FencedError as exc:
+            if isinstance(exc, LeaseLapsedError):
+                self._lease_lapsed = True
+                self.warn_once("lease", "this host could not renew its lease in time: its agents were ended and it stops hosting the run (it will show lost, resumable)")
             self._fenced = True
             self.final_status = "fenced"
         except AgentFault as exc:

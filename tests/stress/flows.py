@@ -26,7 +26,9 @@ LINES = {lines}
 
 def _mark(kind, ctx):
     with open(LEDGER, "a") as f:
-        f.write(f"{{kind}} {{ctx.run_id}} {{ctx.step}} {{ctx.node}} {{os.getpid()}} 0 {{time.time():.6f}}\\n")
+        # A sync agent runs in a process of its own: the ledger names the host that runs it.
+        host = os.environ.get("SWARMKIT_HOST_PID") or os.getpid()
+        f.write(f"{{kind}} {{ctx.run_id}} {{ctx.step}} {{ctx.node}} {{host}} 0 {{time.time():.6f}}\\n")
 
 
 def _begin(ctx):
@@ -96,7 +98,7 @@ class AgentSpec:
     body: str  # the command, or the callable
     approve: bool = False
     fails: bool = False
-    sync_thread: bool = False  # a sync call agent: a cancel abandons its thread
+    sync_thread: bool = False  # a sync call agent: it runs in a supervised process of its own
 
 
 @dataclass

@@ -878,7 +878,9 @@ class RunFacts:
         status = self.job.status
         rows = self.workspaces
         if not rows:
-            if self.claims and status not in ("queued",):
+            # A claim can be lost before its host takes the run (a host slow to
+            # start, marked lost meanwhile): only a run whose agent ran was hosted.
+            if self.execs and status not in ("queued",):
                 errs.append(f"{status}, hosted at least once, but no workspace row")
             if (runs_dir / self.id).exists():
                 errs.append("a workspace folder with no row")
