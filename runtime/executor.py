@@ -148,6 +148,7 @@ class EventSink:
         self.dropped_lines = 0
         self.dropped_bytes = 0
         self._cap_said = False
+        self._backlog_said = False
 
     def start(self, log_bytes: int = 0) -> None:
         self.log_bytes = log_bytes
@@ -162,6 +163,14 @@ class EventSink:
             if self.log_bytes + size > self.cap:
                 self.log_bytes = max(self.log_bytes, self.cap)
                 self.drop(1, size, node, step)
+                return
+            if len(self.pending) >= 2 * EVENT_HIGH_WATER or self.pending_bytes >= 2 * EVENT_HIGH_WATER_BYTES:
+                # The store is not taking lines (down, or full): memory stays bounded.
+                self.dropped_lines += 1
+                self.dropped_bytes += size
+                if not self._backlog_said:
+                    self._backlog_said = True
+                    self.emit("runtime", "the store is not taking this run's lines fast enough: lines past the buffer are counted and dropped", node, step)
                 return
             self.log_bytes += size
         record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=storable(text))
@@ -193,7 +202,12 @@ class EventSink:
         """Back-pressure for an agent's output: wait while too many lines wait for the store."""
         if not self._room.is_set():
             self._wake.set()
-            await self._room.wait()
+            try:
+                # Bounded: past it, lines beyond the buffer are dropped (counted), so
+                # the agent's pipe is always read to its end.
+                await asyncio.wait_for(self._room.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
 
     def take(self, limit: int | None = None) -> list[dict[str, Any]]:
         with self._plock:
@@ -303,11 +317,12 @@ class RunHost:
 
     # --- fencing and retries ------------------------------------------------------
 
-    def fence(self) -> None:
-        """Our epoch is gone: stop everything and write nothing more."""
+    def fence(self, why: str | None = None) -> None:
+        """Our epoch is gone (or may be): stop everything and write nothing more."""
         if not self._fenced:
             self._fenced = True
-            log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
+            if why is None:
+                log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
             self._interrupt_node()
 
     def _interrupt_node(self) -> None:
@@ -350,7 +365,7 @@ class RunHost:
             if deadline is not None and now >= deadline:
                 self._lease_lapsed = True
                 self.warn_once("lease", "this host could not renew its lease in time: its agents are ended and it stops hosting the run (it will show lost, resumable)")
-                self.fence()
+                self.fence("lease")
                 return
             wait = min(self.settings.heartbeat_s, deadline - now) if deadline is not None else self.settings.heartbeat_s
             await asyncio.sleep(max(0.01, wait))
@@ -570,7 +585,9 @@ class RunHost:
             if in_process:
                 await self._until_ended(task, agent, in_process)
             else:
-                await asyncio.wait({task}, timeout=1.0)
+                # The supervisors end everything within their term grace; waiting
+                # for them leaves no agent (and no open pipe) behind this process.
+                await asyncio.wait({task}, timeout=self.settings.term_grace_s + 2.0)
             raise
         finally:
             if self._escalation is not None and not self._escalation.done():
@@ -722,6 +739,8 @@ class RunHost:
         except FencedError:
             self._fenced = True
             self.final_status = "fenced"
+        if self._lease_lapsed and self.final_status in (None, "fenced"):
+            self.final_status = "abandoned"
         return self.final_status or ("fenced" if self._fenced else FAULTED)
 
     async def _run(self) -> None:
@@ -778,9 +797,10 @@ class RunHost:
         except FencedError as exc:
             if isinstance(exc, LeaseLapsedError):
                 self._lease_lapsed = True
-                self.warn_once("lease", "this host could not renew its lease in time: its agents were ended and it stops hosting the run (it will show lost, resumable)")
+                self.warn_once("lease", "this host could not renew its lease in time: its agents are ended and it stops hosting the run (it will show lost, resumable)")
             self._fenced = True
-            self.final_status = "fenced"
+            # A lapsed lease is this host's silence, not another's claim: the run shows lost, resumable.
+            self.final_status = "abandoned" if self._lease_lapsed else "fenced"
         except AgentFault as exc:
             await self._flush()
             if not await self._end(FAULTED, error=str(exc), allow_if_cancel=True):
