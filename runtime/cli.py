@@ -161,6 +161,15 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         echo.flush()
     sid = job_id[:8]
     if status == "abandoned":
+        try:
+            async with store.read() as conn:
+                now_row = await get_job(conn, job_id)
+        except STORE_FAULTS:
+            now_row = None
+        if now_row is not None and now_row.epoch != epoch:
+            # This host was silent past its lease (frozen, cut off), and the run moved on.
+            status = "fenced"
+    if status == "abandoned":
         err(
             f"{sid}: the store stayed out of reach; this process stopped hosting it and wrote nothing more. "
             f"It shows lost once its lease passes; resume it with `swarmkit run --resume {sid}`."

@@ -148,7 +148,6 @@ class EventSink:
         self.dropped_lines = 0
         self.dropped_bytes = 0
         self._cap_said = False
-        self._backlog_said = False
 
     def start(self, log_bytes: int = 0) -> None:
         self.log_bytes = log_bytes
@@ -164,13 +163,8 @@ class EventSink:
                 self.log_bytes = max(self.log_bytes, self.cap)
                 self.drop(1, size, node, step)
                 return
-            if len(self.pending) >= 2 * EVENT_HIGH_WATER or self.pending_bytes >= 2 * EVENT_HIGH_WATER_BYTES:
-                # The store is not taking lines (down, or full): memory stays bounded.
-                self.dropped_lines += 1
-                self.dropped_bytes += size
-                if not self._backlog_said:
-                    self._backlog_said = True
-                    self.emit("runtime", "the store is not taking this run's lines fast enough: lines past the buffer are counted and dropped", node, step)
+            if self.host._fenced:
+                # This host writes nothing more: the agent's pipe is still read to its end.
                 return
             self.log_bytes += size
         record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=storable(text))
@@ -200,14 +194,13 @@ class EventSink:
 
     async def room(self) -> None:
         """Back-pressure for an agent's output: wait while too many lines wait for the store."""
-        if not self._room.is_set():
+        if not self._room.is_set() and not self.host._fenced:
             self._wake.set()
-            try:
-                # Bounded: past it, lines beyond the buffer are dropped (counted), so
-                # the agent's pipe is always read to its end.
-                await asyncio.wait_for(self._room.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
+            await self._room.wait()
+
+    def release(self) -> None:
+        """Let every waiting agent go on: the host writes nothing more (fenced)."""
+        self._room.set()
 
     def take(self, limit: int | None = None) -> list[dict[str, Any]]:
         with self._plock:
@@ -323,6 +316,8 @@ class RunHost:
             self._fenced = True
             if why is None:
                 log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
+            # An agent waiting for room in the buffer goes on (its lines are not kept).
+            self.sink.release()
             self._interrupt_node()
 
     def _interrupt_node(self) -> None:

@@ -165,6 +165,8 @@ def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, wo
     assert not errors, f"act loops raised: {errors}\n{report}"
     assert console_code == 0, f"the console did not quit cleanly (exit {console_code})"
     assert by_status.get("faulted", 0) == 0, [(j.id[:8], j.error) for j in snap["jobs"].values() if j.status == "faulted"]
-    assert totals.get("submit", 0) > 50 and nodes > 200, report
+    # A third of the agents are sync `call` agents, each a process of its own
+    # (so that a cancel can end it): fewer nodes a second than in-process ones.
+    assert totals.get("submit", 0) > 50 and nodes > 100, report
     assert wal_max < WAL_BOUND, report
     assert integrity_check(db) == "ok"
