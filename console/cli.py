@@ -88,8 +88,8 @@ def run_demo(argv: list[str]) -> int:
         session.stop(say=lambda m: print(f"swarmkit-console demo: {m}", flush=True))
     problem = session.worker_problem()
     print(
-        f"swarmkit-console demo: the demo store stays in {session.folder}; its unfinished runs are stopped,\n"
-        "  or lost once their lease runs out (both resumable):\n"
+        f"swarmkit-console demo: the demo store stays in {session.folder}; its unfinished runs are back in the queue,\n"
+        "  stopped, or lost once their lease runs out (all resumable):\n"
         f"  look again:           swarmkit-console {session.folder}\n"
         f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)",
         flush=True,

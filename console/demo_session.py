@@ -111,7 +111,7 @@ class DemoSession:
         proc = self.worker
         if proc is None or proc.poll() is not None:
             return
-        say("stopping the demo worker: its runs stop at their next agent boundary…")
+        say("stopping the demo worker: its runs go back to the queue at their next agent boundary…")
         proc.send_signal(signal.SIGTERM)
         if _wait(proc, 4):
             return
