@@ -60,7 +60,11 @@ class Echo:
 
     def flush(self, timeout: float = 2.0) -> None:
         """Let what is queued reach the stream, for at most `timeout` seconds (a stuck terminal may never take it)."""
-        self._q.put(None) if not self.closed else None
+        if not self.closed:
+            try:
+                self._q.put(None, timeout=timeout)
+            except queue.Full:
+                return  # a terminal that takes nothing: leave what is queued
         self._thread.join(timeout)
 
 
