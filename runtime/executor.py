@@ -419,12 +419,16 @@ class RunHost:
     # --- heartbeat and cancel watch --------------------------------------------
 
     async def _heartbeat(self) -> None:
+        stamped = [0.0]
+
         def tx(conn) -> Flags:
+            # Stamped inside the transaction, beside the time others will see:
+            # waiting for the write lock does not shorten the lease.
+            stamped[0] = time.monotonic()
             return self.touch_flags(conn, _HEARTBEAT)
 
         while not self._fenced:
             await asyncio.sleep(self.settings.heartbeat_s)
-            stamped = time.monotonic()
             try:
                 flags = await self.store.run_write(tx)
             except FencedError:
@@ -436,7 +440,7 @@ class RunHost:
                 fault = self.fault_text(exc)
                 self.warn_once(fault, f"heartbeat failed: {fault}")
                 continue
-            self._renewed(stamped)
+            self._renewed(stamped[0])
             if flags.cancel_requested_at is not None and self._cancel is None:
                 self._cancel = flags
                 self._interrupt_node()
@@ -745,8 +749,8 @@ class RunHost:
         node: str | None = None
         try:
             async def claim_here():
-                stamped = time.monotonic()
                 async with self.store.write() as conn:
+                    stamped = time.monotonic()
                     await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT))
                     self.workspace = await ensure_workspace(conn, self.store.loc.runs_dir, self.job_id)
                     cp = await latest_checkpoint(conn, self.job_id)

@@ -85,7 +85,9 @@ class PtyReader:
 def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, workspace: Path, tmp_path: Path):
     seconds = 12 * scale()
     flows = make_flows(tmp_path / "flows", tmp_path / "ledger")
-    env = env_for_children()
+    # A lease long enough that sixteen writers' lock waits measure contention,
+    # not a host ending its own agents over a heartbeat a second late.
+    env = env_for_children({"SWARMKIT_LEASE": "6"})
     db = sqlite_path(sqlite_url)
     logs = tmp_path / "logs"
     logs.mkdir()
