@@ -105,7 +105,7 @@ def _prepare_sqlite_dir(path: Path) -> None:
     parent = path.parent
     if not parent.exists():
         try:
-            parent.mkdir(parents=True, mode=0o700)
+            parent.mkdir(parents=True, mode=0o700, exist_ok=True)  # two first opens at once both get here
         except OSError as exc:
             raise StoreError(f"cannot create the store folder {parent}: {exc.strerror or exc}") from None
     if not path.exists():
