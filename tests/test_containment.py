@@ -24,10 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability import LEASE_S, pg_backends_of, sqlite_path, with_store
+from tests.reliability import LEASE_S, with_store
 
 from .conftest import Cli, release, wait_for, write_flow
 from .helpers import FAST_ENV, checkpoints, events, job, read
+from .test_crash import pause_outside_a_transaction
 
 TERM_GRACE_S = float(FAST_ENV["SWARMKIT_TERM_GRACE"])
 INTERRUPT_GRACE_S = float(FAST_ENV["SWARMKIT_INTERRUPT_GRACE"])
@@ -441,32 +442,8 @@ def test_cancel_ends_a_sync_call_agent_for_real(cli: Cli, tmp_path: Path, ledger
 # --- 5. a frozen host's agents die before its run can be taken --------------------------------------
 
 
-def store_is_free(cli: Cli, pid: int) -> bool:
-    """True when process `pid` holds no write lock or open transaction on the store."""
-    db = sqlite_path(cli.store_url)
-    if db is not None:
-        import sqlite3
-
-        con = sqlite3.connect(str(db), timeout=0.3, isolation_level=None)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            con.execute("ROLLBACK")
-            return True
-        except sqlite3.OperationalError:
-            return False
-        finally:
-            con.close()
-    return not any(state != "idle" for _, state, _ in pg_backends_of(pid))
-
-
-def freeze_outside_a_transaction(cli: Cli, proc: subprocess.Popen, tries: int = 200) -> None:
-    for _ in range(tries):
-        os.kill(proc.pid, signal.SIGSTOP)
-        if store_is_free(cli, proc.pid):
-            return
-        os.kill(proc.pid, signal.SIGCONT)
-        time.sleep(0.03)
-    raise AssertionError("could not catch the worker outside a transaction")
+# The freeze outside a transaction is test_crash's: one implementation of it.
+freeze_outside_a_transaction = pause_outside_a_transaction
 
 
 def watch_until_lost(cli: Cli, rid: str, agents: list[tuple[int, str]], timeout: float) -> tuple[float | None, float]:
