@@ -96,6 +96,15 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+def send(pids, sig: int) -> None:
+    """Signal each pid; one already gone is fine."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class Supervisor:
     def __init__(self, argv: list[str], interrupt_grace: float, term_grace: float, fence_grace: float, lease: float | None):
         self.argv = argv
@@ -125,40 +134,20 @@ class Supervisor:
 
     def signal_all(self, sig: int) -> int:
         pids = descendants(self.me)
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        send(pids, sig)
         return len(pids)
 
     def kill_all(self) -> None:
         """SIGKILL every descendant. Stop them first, so none can fork a new one between the walk and the kill."""
         for _ in range(100):
-            seen = set(descendants(self.me))
+            seen: set[int] = set()
+            # Walk until nothing new shows: a fork in flight when its parent was stopped appears on the next walk.
+            while more := set(descendants(self.me)) - seen:
+                send(more, signal.SIGSTOP)
+                seen |= more
             if not seen:
                 return
-            for pid in seen:
-                try:
-                    os.kill(pid, signal.SIGSTOP)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            # A fork in flight when we stopped its parent shows up on the next walk.
-            while True:
-                more = set(descendants(self.me)) - seen
-                if not more:
-                    break
-                for pid in more:
-                    try:
-                        os.kill(pid, signal.SIGSTOP)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                seen |= more
-            for pid in seen:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            send(seen, signal.SIGKILL)
             self.wait_gone(1.0)
 
     def wait_gone(self, grace: float) -> bool:
