@@ -109,6 +109,10 @@ class Job(Base):
     pending_gate: Mapped[str | None] = mapped_column(Text)
     approved_step: Mapped[int | None] = mapped_column(Integer)
     workspace_root: Mapped[str | None] = mapped_column(Text)
+    # The host's monotonic clock at its last heartbeat (SQLite stores only: one machine, one clock).
+    heartbeat_mono: Mapped[float | None] = mapped_column(Float)
+    # JSON {module: source} of the flow's callables that are not installed packages.
+    flow_modules: Mapped[str | None] = mapped_column(Text)
 
 
 class Checkpoint(Base):
@@ -159,6 +163,8 @@ class Workspace(Base):
     state: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # The host that made it: only that host can delete it.
+    host: Mapped[str | None] = mapped_column(Text)
 
 
 class Worker(Base):
@@ -171,6 +177,18 @@ class Worker(Base):
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
     stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    heartbeat_mono: Mapped[float | None] = mapped_column(Float)
+    # This worker's wall clock minus the store's, in seconds, measured at its last heartbeat.
+    clock_offset_s: Mapped[float | None] = mapped_column(Float)
+
+
+class Meta(Base):
+    """Facts about the store itself (migration 0003): `min_writer`, `store_id`."""
+
+    __tablename__ = "swarmkit_meta"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
 
 
 jobs: Table = cast(Table, Job.__table__)
@@ -179,5 +197,6 @@ events: Table = cast(Table, Event.__table__)
 audit: Table = cast(Table, Audit.__table__)
 workspaces: Table = cast(Table, Workspace.__table__)
 workers: Table = cast(Table, Worker.__table__)
+meta: Table = cast(Table, Meta.__table__)
 
 JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)

@@ -49,6 +49,8 @@ class JobRecord:
     pending_gate: str | None
     approved_step: int | None
     workspace_root: str | None
+    heartbeat_mono: float | None
+    flow_modules: str | None
 
     @property
     def short_id(self) -> str:
@@ -108,6 +110,7 @@ class WorkspaceRecord:
     state: str
     created_at: datetime
     updated_at: datetime
+    host: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,8 @@ class WorkerRecord:
     started_at: datetime
     heartbeat_at: datetime
     stopped_at: datetime | None
+    heartbeat_mono: float | None = None
+    clock_offset_s: float | None = None
 
 
 def merged_view(job: JobRecord, workspaces: list[WorkspaceRecord], now: datetime | None = None) -> dict[str, Any]:
