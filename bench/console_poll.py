@@ -40,7 +40,7 @@ try:
     from swarmkit.store.queries import change_marker_sync
 except ImportError:  # a tree from before the poll used Store.run_read: measure what it has
     change_marker_sync = None
-from swarmkit.store.records import utcnow
+from swarmkit.store.clock import store_now
 
 PROBE_TARGET_MS = 0.5
 CHANGED_TARGET_MS = 5.0
@@ -54,7 +54,7 @@ async def bench(url: str, ws: str, args) -> dict:
     if not url.startswith("sqlite"):
         await _analyze(url, ws)
     link = StoreLink(url, ws)
-    poller = Poller(link, clock=utcnow, lease_s=LONG_LEASE_S, detect_lost=True)
+    poller = Poller(link, clock=store_now, lease_s=LONG_LEASE_S, detect_lost=True)
     rng = random.Random(7)
     out: dict = {}
     try:
@@ -91,7 +91,7 @@ async def bench(url: str, ws: str, args) -> dict:
             assert snap.fetched == 0 or not snap.full, snap
         # Changes are stamped on a clock of their own that moves past the skew
         # margin at every batch, so a poll fetches exactly the batch.
-        stamp = utcnow() + timedelta(seconds=1)
+        stamp = store_now() + timedelta(seconds=1)
         step = SKEW + timedelta(seconds=1)
         stmt = update(jobs).where(jobs.c.id == bindparam("b_id")).values(updated_at=bindparam("b_at"), step=jobs.c.step + 1)
         profiler = None

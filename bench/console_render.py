@@ -43,9 +43,9 @@ from sqlalchemy import bindparam, update
 from swarmkit.console.app import make_app
 from swarmkit.console.main_screen import MainScreen
 from swarmkit.store import Store
+from swarmkit.store.clock import store_now
 from swarmkit.store.models import jobs
 from swarmkit.store.queries import list_jobs
-from swarmkit.store.records import utcnow
 from swarmkit.widgets.run_table import RunTable
 
 FIRST_PAINT_TARGET_S = 1.0
@@ -121,7 +121,7 @@ async def apply_times(url: str, ws: str, reps: int, changed: int) -> tuple[list[
 
         for rep in range(reps):
             idle.append(await applied(await screen.poller.poll(show_ended=screen.show_ended)))
-            now = utcnow()
+            now = store_now()
             async with store.write() as conn:
                 await conn.execute(stmt, [dict(b_id=i, b_at=now) for i in rng.sample(active, min(changed, len(active)))])
             busy.append(await applied(await screen.poller.poll(show_ended=screen.show_ended)))

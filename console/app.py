@@ -10,7 +10,7 @@ from datetime import datetime
 from textual.app import App
 
 from swarmkit.runtime.settings import Settings
-from swarmkit.store.records import utcnow
+from swarmkit.store.clock import store_now
 
 from .config import ConsoleConfig
 from .main_screen import MainScreen
@@ -50,7 +50,7 @@ def make_app(
         store=store,
         workspace=workspace,
         read_only=read_only,
-        clock=clock or utcnow,
+        clock=clock or store_now,
         poll_interval=poll_interval,
         lease_s=lease_s if lease_s is not None else Settings.from_env().lease_s,
         detect_lost=detect_lost,

@@ -13,9 +13,10 @@ from swarmkit.runtime import control
 from swarmkit.runtime.report import runs_table
 from swarmkit.runtime.settings import Settings
 from swarmkit.runtime.text import plain
-from swarmkit.store import STORE_FAULTS, Store, StoreError, StoreUrlError, resolve_store
+from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, resolve_store
+from swarmkit.store.clock import store_now
 from swarmkit.store.queries import list_jobs, workspaces_for
-from swarmkit.store.records import merged_view, utcnow
+from swarmkit.store.records import merged_view
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -46,10 +47,10 @@ def build_demo_parser() -> argparse.ArgumentParser:
 
 async def dump_once(store_url: str | None, workspace: str | None, as_json: bool) -> int:
     # Never creates a store: a mistyped path is an error, not an empty table.
-    store = await Store.open(store_url, workspace, create=False)
+    store = await Store.open(store_url, workspace, create=False, upgrade=False)
     try:
         await control.mark_lost(store, Settings.from_env().lease_s)
-        now = utcnow()
+        now = store_now()
         async with store.read() as conn:
             jobs = await list_jobs(conn)
             wss = await workspaces_for(conn, [j.id for j in jobs])
@@ -117,13 +118,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.once:
         try:
             return asyncio.run(dump_once(args.store, args.workspace, args.json))
+        except NoStoreError as exc:
+            print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+            return EXIT_USAGE
         except StoreError as exc:
             print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
             return EXIT_FAIL
         except STORE_FAULTS as exc:
             print(f"swarmkit-console: store error: {plain(str(exc))}", file=sys.stderr)
             return EXIT_FAIL
+    try:
+        asyncio.run(_probe(args.store, args.workspace))
+    except NoStoreError as exc:
+        # A mistyped path or schema is an error to say, not an empty console that waits for ever.
+        print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+        return EXIT_USAGE
+    except (StoreError, *STORE_FAULTS):
+        pass  # the console shows it, and retries
     return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll)
+
+
+async def _probe(store_url: str | None, workspace: str | None) -> None:
+    store = await Store.open(store_url, workspace, create=False, upgrade=False)
+    await store.close()
 
 
 if __name__ == "__main__":

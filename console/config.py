@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from swarmkit.store.records import utcnow
+from swarmkit.store.clock import store_now
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,7 @@ class ConsoleConfig:
     store: str | None
     workspace: str | os.PathLike | None
     read_only: bool = False
-    clock: Callable[[], datetime] = utcnow
+    clock: Callable[[], datetime] = store_now
     poll_interval: float = 1.0
     lease_s: float = 15.0
     # Off only for a frozen clock (snapshots): marking lost compares the

@@ -281,8 +281,11 @@ class MainScreen(Screen):
     def _show_banner(self) -> None:
         banner = self.query_one("#banner", Static)
         slow = self._slow_for()
+        warning = self.snapshot.clock_warning if self.snapshot is not None else None
         if self.problem is None and slow is None:
-            banner.display = False
+            banner.display = warning is not None
+            if warning is not None:
+                banner.update(Text.assemble(("⚠ ", "bold"), safe(warning)))
             return
         text = Text(no_wrap=False)
         if self.problem is not None:

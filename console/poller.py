@@ -33,7 +33,9 @@ from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
 from swarmkit.runtime import control
+from swarmkit.runtime.report import clock_warning
 from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
+from swarmkit.store.clock import store_now
 from swarmkit.store.queries import (
     ChangeMarker,
     change_marker_sync,
@@ -44,10 +46,11 @@ from swarmkit.store.queries import (
     lease_expired_sync,
     list_jobs_sync,
     running_active_since_sync,
+    skewed_workers_sync,
     status_counts_sync,
     updated_between_sync,
 )
-from swarmkit.store.records import STALL_AFTER, JobRecord, utcnow
+from swarmkit.store.records import STALL_AFTER, JobRecord
 
 from .store_link import StoreLink
 
@@ -77,6 +80,7 @@ class Snapshot:
     whole: int = 0  # of which whole rows
     lost_check: str | None = None  # why lost detection did not run, if it did not
     all_ended: bool = field(default=False)
+    clock_warning: str | None = None  # workers whose clocks are off the store's, in words
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,7 @@ class _Plan:
     text_filter: str | None
     full: bool
     check_lease: bool
-    lease_cutoff: datetime
-    workers_since: datetime
+    lease_s: float
     previous: ChangeMarker | None
     expect: tuple[int, int] | None  # (active, window) the cache holds, unfiltered only
     window_after: datetime | None
@@ -106,6 +109,7 @@ class _Read:
     focus: JobRecord | None = None
     workers: int = 0
     narrow: list[tuple[str, datetime]] = field(default_factory=list)  # (id, updated_at) of the skew window
+    skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
 
 
 class Poller:
@@ -180,10 +184,11 @@ class Poller:
 
     async def _poll(self, show_ended: bool, text_filter: str | None) -> Snapshot:
         store = await self.link.get()
+        await store.keep_time()
         text_filter = (text_filter or "").strip() or None
         lost_check = None
         plan = self._plan(text_filter)
-        read_at = utcnow()
+        read_at = store_now()
         got = await self._read(store, plan)
         if got.lease_expired:
             try:
@@ -229,6 +234,7 @@ class Poller:
             whole=whole,
             lost_check=lost_check,
             all_ended=show_ended,
+            clock_warning=clock_warning(got.skewed),
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:
@@ -242,8 +248,7 @@ class Poller:
             text_filter=text_filter,
             full=full,
             check_lease=self.detect_lost,
-            lease_cutoff=utcnow() - timedelta(seconds=self.lease_s),
-            workers_since=self.clock() - timedelta(seconds=self.lease_s),
+            lease_s=self.lease_s,
             previous=self._marker,
             expect=(self._n_active, self._n_window) if unfiltered else None,
             window_after=self._window_after if unfiltered else None,
@@ -265,7 +270,7 @@ class Poller:
     def _tx(self, conn, plan: _Plan) -> _Read:
         """One poll's reads, in one transaction. Runs on the store's thread: reads the poller, never changes it."""
         got = _Read()
-        if plan.check_lease and lease_expired_sync(conn, plan.lease_cutoff):
+        if plan.check_lease and lease_expired_sync(conn, plan.lease_s):
             got.lease_expired = True
             return got
         marker = change_marker_sync(conn, plan.window_after)
@@ -298,7 +303,8 @@ class Poller:
             got.running = running_active_since_sync(conn, plan.event_since)
         if plan.focus is not None:
             got.focus = get_job_sync(conn, plan.focus)
-        got.workers = count_live_workers_sync(conn, plan.workers_since)
+        got.workers = count_live_workers_sync(conn, plan.lease_s)
+        got.skewed = skewed_workers_sync(conn, plan.lease_s)
         return got
 
     # --- what the poller holds ---------------------------------------------------

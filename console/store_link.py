@@ -68,7 +68,7 @@ class StoreLink:
         if self._store is None:
             if self.sqlite_path is not None:
                 self._stat()
-            store = await Store.open(loc=self.loc, create=False, migrate=not self._checked)
+            store = await Store.open(loc=self.loc, create=False, upgrade=False, migrate=not self._checked)
             self._checked = True
             self._file_id = self._stat() if self.sqlite_path is not None else None
             self._store = store

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from swarmkit.store import STORE_FAULTS, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
+from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
+from swarmkit.store.clock import store_now
 from swarmkit.store.models import QUEUED, RUNNING
 from swarmkit.store.queries import events_after, get_job, list_jobs, workspaces_for
-from swarmkit.store.records import EventRecord, merged_view, utcnow
+from swarmkit.store.records import EventRecord, merged_view
 
 from . import control
+from .db_verbs import add_db_parser, cmd_db
 from .echo import Echo, say
 from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
 from .executor import RunHost, flow_for_job
@@ -74,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("workspace", nargs="?")
     p.add_argument("-f", "--follow", action="store_true")
 
+    add_db_parser(sub, _common)
+
     p = sub.add_parser("status", help="list runs, or show one run")
     _common(p)
     p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]")
@@ -82,8 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Only verbs that host runs make a store; on a local SQLite file they may upgrade it too.
+# A shared store is upgraded by `swarmkit db upgrade` alone.
+HOSTING_VERBS = frozenset({"run", "worker"})
+
+
 async def _open(args) -> Store:
-    return await Store.open(args.store, getattr(args, "workspace", None))
+    hosting = args.verb in HOSTING_VERBS
+    loc = resolve_store(args.store, getattr(args, "workspace", None))
+    return await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
 
 
 async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
@@ -353,7 +364,7 @@ async def cmd_status(args) -> int:
 
     async def go(store: Store) -> int:
         await control.mark_lost(store, Settings.from_env().lease_s)
-        now = utcnow()
+        now = store_now()
         if run_ref:
             job = await control.resolve_run(store, run_ref)
             async with store.read() as conn:
@@ -403,6 +414,7 @@ COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
     "resume": cmd_act,
     "logs": cmd_logs,
     "status": cmd_status,
+    "db": cmd_db,
 }
 
 
@@ -433,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     except SwarmkitError as exc:
         err(plain(str(exc)))
         return EXIT_FAIL
-    except StoreUrlError as exc:
+    except (StoreUrlError, NoStoreError) as exc:
         err(plain(str(exc)))
         return EXIT_USAGE
     except StoreError as exc:

@@ -13,14 +13,15 @@ import os
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, case, insert, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from swarmkit.store import STORE_FAULTS, Store
+from swarmkit.store import STORE_FAULTS, Store, clock
+from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S
 from swarmkit.store.models import (
     CANCELLED,
@@ -37,7 +38,7 @@ from swarmkit.store.models import (
     jobs,
 )
 from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers
-from swarmkit.store.records import JobRecord, utcnow
+from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, RunNotFound
 from .flow import Flow
@@ -69,7 +70,7 @@ def _ts(value: datetime | None) -> str:
 
 async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> None:
     await conn.execute(
-        insert(audit).values(at=at or utcnow(), actor=actor, action=action, job_id=job_id, detail=json.dumps(detail or {}, sort_keys=True))
+        insert(audit).values(at=at or store_now(), actor=actor, action=action, job_id=job_id, detail=json.dumps(detail or {}, sort_keys=True))
     )
 
 
@@ -79,7 +80,7 @@ def storable(text: str) -> str:
 
 
 async def record_event(conn: AsyncConnection, job_id: str, kind: str, text: str = "", node: str | None = None, step: int | None = None, at: datetime | None = None) -> None:
-    await conn.execute(insert(events).values(job_id=job_id, at=at or utcnow(), kind=kind, node=node, step=step, text=storable(text)))
+    await conn.execute(insert(events).values(job_id=job_id, at=at or store_now(), kind=kind, node=node, step=step, text=storable(text)))
 
 
 async def resolve_run(store: Store, ref: str) -> JobRecord:
@@ -126,7 +127,7 @@ async def submit(
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
     actor = actor or default_actor()
-    now = utcnow()
+    now = store_now()
     job_id = uuid.uuid4().hex
     values: dict[str, Any] = dict(
         id=job_id,
@@ -146,7 +147,7 @@ async def submit(
         workspace_root=str(store.loc.workspace),
     )
     if host_here:
-        values.update(status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, started_at=now, last_event_at=now)
+        values.update(status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), started_at=now, last_event_at=now)
     async with store.write() as conn:
         await conn.execute(insert(jobs).values(**values))
         await conn.execute(
@@ -165,7 +166,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult
     job = await resolve_run(store, ref)
     for _ in range(_RETRIES):
         sid = job.short_id
-        now = utcnow()
+        now = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
@@ -261,7 +262,7 @@ async def resume(store: Store, ref: str, *, actor: str | None = None, only_defer
             return ActResult(REFUSED, False, f"cannot approve {job.short_id}: it is {job.status}, not waiting at a gate.", job)
         if job.status not in RESUMABLE_STATUSES:
             return _refuse_resume(job)
-        now = utcnow()
+        now = store_now()
         async with store.write() as conn:
             res = await conn.execute(
                 update(jobs)
@@ -290,9 +291,9 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
     for _ in range(_RETRIES):
         if job.status not in RESUMABLE_STATUSES and job.status != QUEUED:
             return _refuse_resume(job), None
-        now = utcnow()
+        now = store_now()
         values = _resume_values(job, now)
-        values.update(status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, last_event_at=now)
+        values.update(status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), last_event_at=now)
         async with store.write() as conn:
             res = await conn.execute(
                 update(jobs)
@@ -326,7 +327,7 @@ async def claim_queued(store: Store, limit: int) -> list[JobRecord]:
     for job_id, epoch in candidates:
         if len(claimed) >= limit:
             break
-        now = utcnow()
+        now = store_now()
         try:
             row = await _claim_one(store, job_id, epoch, now)
         except STORE_FAULTS:
@@ -344,7 +345,7 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> Jo
             update(jobs)
             .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
             .values(
-                status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now,
+                status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(),
                 last_event_at=now, updated_at=now,
                 started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
             )
@@ -366,7 +367,7 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
     keep_words = "kept" if keep else "destroyed"
     for _ in range(_RETRIES):
         sid = job.short_id
-        now = utcnow()
+        now = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job)
@@ -420,18 +421,21 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
     """
     if store.loc.read_only:
         return []  # looking only: a read-only store cannot be marked
-    cutoff = utcnow() - timedelta(seconds=lease_s)
+    await store.keep_time()
+    sqlite = store.loc.is_sqlite
+    lapsed = clock.stale(jobs, sqlite)
     async with store.read() as conn:
         stale = (
             await conn.execute(
                 select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at).where(
-                    jobs.c.status == RUNNING, jobs.c.heartbeat_at < cutoff
-                )
+                    jobs.c.status == RUNNING, lapsed
+                ),
+                clock.age_params(lease_s, sqlite),
             )
         ).all()
     marked: list[str] = []
     for row in stale:
-        now = utcnow()
+        now = store_now()
         to = CANCELLED if row.cancel_requested_at is not None else LOST
         values: dict[str, Any] = dict(status=to, updated_at=now)
         if to == CANCELLED:
@@ -440,8 +444,9 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
             async with _quick_write(store) as conn:
                 res = await conn.execute(
                     update(jobs)
-                    .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, jobs.c.heartbeat_at < cutoff))
-                    .values(**values)
+                    .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, lapsed))
+                    .values(**values),
+                    clock.age_params(lease_s, sqlite),
                 )
                 if res.rowcount != 1:
                     continue
@@ -489,4 +494,4 @@ def no_worker_hint(short_id: str) -> str:
 
 async def live_worker_count(store: Store, lease_s: float) -> int:
     async with store.read() as conn:
-        return len(await live_workers(conn, utcnow() - timedelta(seconds=lease_s)))
+        return len(await live_workers(conn, lease_s))

@@ -20,10 +20,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
 
-from swarmkit.store import STORE_FAULTS, Store, describe_db_error, is_transient
+from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, describe_db_error, is_transient
+from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED, UTCDateTime, checkpoints, events, jobs
 from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
-from swarmkit.store.records import utcnow
 
 from .agent_process import AgentProcess, LineSink
 from .agents import ProcessHooks, Usage, is_async_call, make_context, run_call, run_command, run_sync_call
@@ -86,7 +86,7 @@ _NOW = bindparam("b_now", type_=UTCDateTime())
 _MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), jobs.c.status == RUNNING)
 _FLAGS = select(*_FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
 _TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW)
-_HEARTBEAT = update(jobs).where(*_MINE).values(heartbeat_at=_NOW).returning(*_FLAG_COLS)
+_HEARTBEAT = update(jobs).where(*_MINE).values(heartbeat_at=_NOW, heartbeat_mono=bindparam("b_mono")).returning(*_FLAG_COLS)
 _ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW).returning(*_FLAG_COLS)
 _CHECKPOINT = (
     update(jobs)
@@ -167,7 +167,7 @@ class EventSink:
                 # This host writes nothing more: the agent's pipe is still read to its end.
                 return
             self.log_bytes += size
-        record = dict(job_id=self.host.job_id, at=utcnow(), kind=kind, node=node, step=step, text=storable(text))
+        record = dict(job_id=self.host.job_id, at=store_now(), kind=kind, node=node, step=step, text=storable(text))
         with self._plock:
             self.pending.append(record)
             self.pending_bytes += len(text) + 64
@@ -304,6 +304,7 @@ class RunHost:
         self.lease_deadline: float | None = None
         self._procs: set[AgentProcess] = set()
         self._lease_lapsed = False
+        self._store_replaced = False
         self._node_agent: Agent | None = None
         self._node_in_process = False
         self._escalation: asyncio.Task | None = None
@@ -381,7 +382,7 @@ class RunHost:
         return (jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
 
     def _params(self, **more: Any) -> dict[str, Any]:
-        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=utcnow(), **more)
+        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=store_now(), **more)
 
     def touch(self, conn) -> None:
         """The first statement of a host write that needs no flags: proves the epoch, or raises FencedError."""
@@ -425,14 +426,20 @@ class RunHost:
             # Stamped inside the transaction, beside the time others will see:
             # waiting for the write lock does not shorten the lease.
             stamped[0] = time.monotonic()
-            return self.touch_flags(conn, _HEARTBEAT)
+            return self.touch_flags(conn, _HEARTBEAT, b_mono=boot_clock())
 
         while not self._fenced:
             await asyncio.sleep(self.settings.heartbeat_s)
             try:
+                await self.store.keep_time()
                 flags = await self.store.run_write(tx)
             except FencedError:
                 self.fence()
+                return
+            except StoreReplaced as exc:
+                self.warn_once("replaced", f"{exc}; its agents are ended and it stops hosting the run")
+                self._store_replaced = True
+                self.fence("store replaced")
                 return
             except STORE_FAULTS as exc:
                 # Keep trying: if the store stays away past the lease, someone
@@ -477,7 +484,7 @@ class RunHost:
         def tx(conn) -> Flags:
             flags = self.touch_flags(conn, _ENTER, b_node=agent.name)
             if self._clear(flags, step, agent):
-                conn.execute(_INSERT_EVENTS, [self._started_event(step, agent, utcnow())])
+                conn.execute(_INSERT_EVENTS, [self._started_event(step, agent, store_now())])
             return flags
 
         flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx))
@@ -493,7 +500,7 @@ class RunHost:
         state_text = state_json(state)
 
         def tx(conn, batch: list[dict[str, Any]], retry: bool) -> Flags:
-            now = utcnow()
+            now = store_now()
             if retry:
                 done = conn.execute(_CHECKPOINT_DONE, dict(b_id=self.job_id, b_step=step + 1)).first()
                 if done is not None and done.epoch == self.epoch:
@@ -645,7 +652,7 @@ class RunHost:
             cond.append(jobs.c.cancel_requested_at.is_(None))
 
         async def op() -> bool:
-            now = utcnow()
+            now = store_now()
             values: dict[str, Any] = dict(status=status, updated_at=now, error=storable(error) if error else None, ended_at=now)
             if status == COMPLETED:
                 values["current_node"] = None  # a failed or faulted run keeps the node it ended in: the operator's first question
@@ -680,7 +687,7 @@ class RunHost:
         actor = (flags.cancel_requested_by if flags else None) or "unknown"
 
         async def op() -> None:
-            now = utcnow()
+            now = store_now()
             async with self.store.write() as conn:
                 res = await conn.execute(update(jobs).where(*self._mine()).values(status=CANCELLED, ended_at=now, updated_at=now, current_node=None))
                 if res.rowcount != 1:
@@ -704,7 +711,7 @@ class RunHost:
             values["pending_gate"] = exc.node
 
         async def op() -> None:
-            now = utcnow()
+            now = store_now()
             async with self.store.write() as conn:
                 res = await conn.execute(update(jobs).where(*self._mine(), jobs.c.cancel_requested_at.is_(None)).values(updated_at=now, **values))
                 if res.rowcount != 1:
@@ -751,7 +758,7 @@ class RunHost:
             async def claim_here():
                 async with self.store.write() as conn:
                     stamped = time.monotonic()
-                    await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT))
+                    await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT, b_mono=boot_clock()))
                     self.workspace = await ensure_workspace(conn, self.store.loc.runs_dir, self.job_id)
                     cp = await latest_checkpoint(conn, self.job_id)
                     logged = await log_bytes(conn, self.job_id)
@@ -799,7 +806,7 @@ class RunHost:
                 self.warn_once("lease", "this host could not renew its lease in time: its agents are ended and it stops hosting the run (it will show lost, resumable)")
             self._fenced = True
             # A lapsed lease is this host's silence, not another's claim: the run shows lost, resumable.
-            self.final_status = "abandoned" if self._lease_lapsed else "fenced"
+            self.final_status = "abandoned" if self._lease_lapsed or self._store_replaced else "fenced"
         except AgentFault as exc:
             await self._flush()
             if not await self._end(FAULTED, error=str(exc), allow_if_cancel=True):
@@ -812,6 +819,11 @@ class RunHost:
             await self._flush()
             if not await self._end(FAILED, error=str(exc)):
                 await self._end_cancelled(step, node)
+        except StoreReplaced as exc:
+            # The file at the path is another store (or none): nothing of this run may land in it.
+            self.warn_once("replaced", f"{exc}; its agents are ended and it stops hosting the run")
+            self._fenced = True
+            self.final_status = "abandoned"
         except asyncio.CancelledError:
             # The process hosting us is going away: leave the row running; its
             # heartbeat lapses and it becomes lost, resumable from the checkpoint.
@@ -892,7 +904,7 @@ async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Setti
             return await get_job(conn, job_id)
 
     async def fault(error: str) -> None:
-        now = utcnow()
+        now = store_now()
         async with store.write() as conn:
             await conn.execute(
                 update(jobs).where(jobs.c.id == job_id, jobs.c.epoch == epoch, jobs.c.status == RUNNING).values(status=FAULTED, error=error, ended_at=now, updated_at=now)

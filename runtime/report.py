@@ -106,3 +106,17 @@ def runs_table(jobs: list[JobRecord], now: datetime) -> str:
     if not jobs:
         return "no runs"
     return format_table(HEADERS, run_rows(jobs, now))
+
+
+def clock_warning(skewed: list[tuple[str, float]]) -> str | None:
+    """Words for workers whose wall clocks are off the store's (`queries.skewed_workers_sync`), worst first.
+
+    Swarmkit decides leases and ages on the store's clock, so nothing goes
+    wrong; but what those hosts log and show in local time is off by as much.
+    """
+    if not skewed:
+        return None
+    host, off = skewed[0]
+    way = "ahead of" if off > 0 else "behind"
+    more = f" (and {len(skewed) - 1} more)" if len(skewed) > 1 else ""
+    return f"clock of worker host {plain(host, 40)} is {abs(off):.0f}s {way} the store's{more}: leases use the store's clock; fix its time sync"

@@ -10,9 +10,8 @@ from collections.abc import Callable
 
 from sqlalchemy import insert, update
 
-from swarmkit.store import STORE_FAULTS, Store, describe_db_error
+from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, clock, describe_db_error
 from swarmkit.store.models import workers
-from swarmkit.store.records import utcnow
 
 from .control import claim_queued, mark_lost
 from .executor import RunHost, host_claimed
@@ -42,17 +41,21 @@ class Worker:
         self._wake = asyncio.Event()
 
     async def _register(self) -> None:
-        now = utcnow()
+        await self.store.keep_time()
+        beat = clock.beat()
         async with self.store.write() as conn:
             await conn.execute(
-                insert(workers).values(id=self.id, host=host_name(), pid=os.getpid(), concurrency=self.concurrency, started_at=now, heartbeat_at=now)
+                insert(workers).values(
+                    id=self.id, host=host_name(), pid=os.getpid(), concurrency=self.concurrency,
+                    started_at=beat["heartbeat_at"], clock_offset_s=clock.offset_s(), **beat,
+                )
             )
 
     async def _beat(self, stopped: bool = False) -> None:
-        now = utcnow()
-        values = dict(heartbeat_at=now)
+        await self.store.keep_time()
+        values: dict = dict(clock.beat(), clock_offset_s=clock.offset_s())
         if stopped:
-            values["stopped_at"] = now
+            values["stopped_at"] = values["heartbeat_at"]
         async with self.store.write() as conn:
             await conn.execute(update(workers).where(workers.c.id == self.id).values(**values))
 
@@ -103,12 +106,16 @@ class Worker:
                         for job in await claim_queued(self.store, free):
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {job.step + 1}/{job.steps}")
                             self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
+                    except StoreReplaced:
+                        raise  # hosting ends here: nothing more may be written to what is at the path
                     except STORE_FAULTS as exc:
                         log.warning("worker poll failed: %s", describe_db_error(exc, self.store.loc))
                 if loop.time() - last_beat >= self.settings.heartbeat_s:
                     try:
                         await self._beat()
                         last_beat = loop.time()
+                    except StoreReplaced:
+                        raise
                     except STORE_FAULTS as exc:
                         log.warning("worker heartbeat failed: %s", describe_db_error(exc, self.store.loc))
                 self._wake.clear()

@@ -10,8 +10,8 @@ from pathlib import Path
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from swarmkit.store.clock import store_now
 from swarmkit.store.models import events, workspaces
-from swarmkit.store.records import utcnow
 
 ACTIVE = "active"
 KEPT = "kept"
@@ -27,7 +27,7 @@ async def ensure_workspace(conn: AsyncConnection, runs_dir: Path, job_id: str) -
     path = run_dir(runs_dir, job_id)
     runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # noqa: ASYNC240  (a mkdir; moving file work out of transactions is its own change)
     path.mkdir(exist_ok=True, mode=0o700)
-    now = utcnow()
+    now = store_now()
     existing = await conn.scalar(
         select(workspaces.c.id).where(workspaces.c.job_id == job_id, workspaces.c.path == str(path))
     )
@@ -85,7 +85,7 @@ async def apply_policy(
     conn: AsyncConnection, job_id: str, *, destroy: bool, runs_dir: Path, reason: str
 ) -> list[str]:
     """Destroy or keep the run's workspaces; returns one line per workspace saying what happened."""
-    now = utcnow()
+    now = store_now()
     rows = (
         await conn.execute(
             select(workspaces.c.id, workspaces.c.path, workspaces.c.state).where(

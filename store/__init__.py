@@ -19,6 +19,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from . import clock, identity
+from .clock import store_now
 from .engine import (
     STORE_ENV,
     StoreError,
@@ -31,6 +33,7 @@ from .engine import (
     resolve_store,
     write_tx,
 )
+from .identity import StoreReplaced
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -46,8 +49,8 @@ from .models import (
     STORED_STATUSES,
     TERMINAL_STATUSES,
 )
-from .records import JobRecord, merged_view, utcnow
-from .schema import SchemaTooNewError, ensure_schema
+from .records import JobRecord, merged_view
+from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError, ensure_schema
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -64,7 +67,10 @@ __all__ = [
     "STOPPED",
     "STORED_STATUSES",
     "STORE_ENV",
+    "NoStoreError",
     "SchemaTooNewError",
+    "SchemaTooOldError",
+    "StoreReplaced",
     "Store",
     "StoreError",
     "StoreLocation",
@@ -73,7 +79,7 @@ __all__ = [
     "describe_db_error",
     "merged_view",
     "resolve_store",
-    "utcnow",
+    "store_now",
 ]
 
 
@@ -131,6 +137,9 @@ class Store:
         self.engine = engine
         self._sync_engine: Engine | None = None
         self._executor: ThreadPoolExecutor | None = None
+        # (device, inode) of the SQLite file this process opened, checked before every write.
+        self._file: tuple[int, int] | None = None
+        self.schema_change: tuple[str | None, str] | None = None
 
     @classmethod
     async def open(
@@ -140,16 +149,24 @@ class Store:
         *,
         loc: StoreLocation | None = None,
         create: bool = True,
+        upgrade: bool = True,
         migrate: bool = True,
     ) -> Store:
+        """Open a store. `create`: make it when nothing is there; `upgrade`: bring an older schema
+        to this code's (see `store.schema`); `migrate=False` skips the schema check altogether."""
         loc = loc or resolve_store(store, workspace)
         if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):  # noqa: ASYNC240
             loc = dataclasses.replace(loc, read_only=True)
+        if loc.is_sqlite:
+            identity.check_not_gone(loc, create)
         engine = make_engine(loc, create=create)
         self = cls(loc, engine)
         try:
             if migrate:
-                await ensure_schema(engine, loc)
+                self.schema_change = await ensure_schema(engine, loc, create=create, upgrade=upgrade)
+            if loc.is_sqlite and not loc.read_only:
+                self._file = await identity.claim(self)
+            await self.keep_time()
         except StoreError:
             await engine.dispose()
             raise
@@ -160,6 +177,21 @@ class Store:
             await engine.dispose()
             raise StoreError(describe_db_error(exc, loc)) from exc
         return self
+
+    def check_file(self) -> None:
+        """Before a write: is the SQLite file at the path still the one this process opened?"""
+        if self._file is not None:
+            identity.check_same(self.loc, self._file)
+
+    def now(self):
+        """The store's time (see `store.clock`)."""
+        return clock.store_now()
+
+    async def keep_time(self) -> None:
+        """Measure the store's clock again when the last measure is a minute old (PostgreSQL only)."""
+        if not self.loc.is_sqlite and clock.anchor_due():
+            async with self.read() as conn:
+                await conn.run_sync(clock.sync_from)
 
     async def close(self) -> None:
         if self._executor is not None:
@@ -208,6 +240,7 @@ class Store:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
+        self.check_file()
         async with write_tx(self.engine) as conn:
             yield conn
 
@@ -219,6 +252,7 @@ class Store:
     async def run_write(self, fn: Callable[[Connection], T]) -> T:
         """Run `fn(conn)` in one write transaction (BEGIN IMMEDIATE on SQLite); commit unless it raises."""
         if self.loc.is_sqlite:
+            self.check_file()
             ex = self._sqlite_thread()
             return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, True)
         async with self.write() as aconn:

@@ -146,7 +146,9 @@ def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
         if create and not loc.read_only:
             _prepare_sqlite_dir(path)
         elif not path.exists():
-            raise StoreError(f"no store at {path}")
+            from .schema import NoStoreError
+
+            raise NoStoreError(f"no store at {path}")
         engine = create_async_engine(
             _sqlite_url(loc, "sqlite+aiosqlite"),
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},

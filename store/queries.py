@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, bindparam, cast, func, select, type_coerce
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from . import clock
 from .models import (
     ACTIVE_STATUSES,
     RUNNING,
@@ -342,9 +343,11 @@ async def latest_checkpoint(conn: AsyncConnection, job_id: str) -> CheckpointRec
     return CheckpointRecord(**row._mapping) if row else None
 
 
-async def live_workers(conn: AsyncConnection, since: datetime) -> list[WorkerRecord]:
-    stmt = select(workers).where(workers.c.stopped_at.is_(None), workers.c.heartbeat_at >= since)
-    return [WorkerRecord(**r._mapping) for r in await conn.execute(stmt)]
+async def live_workers(conn: AsyncConnection, lease_s: float) -> list[WorkerRecord]:
+    """Workers that have not stopped and heart-beat within the lease (on the store's clock)."""
+    sqlite = conn.dialect.name == "sqlite"
+    stmt = select(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite))
+    return [WorkerRecord(**r._mapping) for r in await conn.execute(stmt, clock.age_params(lease_s, sqlite))]
 
 
 _STATUS_COUNTS = select(jobs.c.status, func.count()).group_by(jobs.c.status)
@@ -387,19 +390,22 @@ async def count_events_between(conn: AsyncConnection, job_id: str, from_id: int,
 # (on SQLite: one thread hop per poll instead of one per statement).
 
 _GET_JOB = select(*_JOB_COLS).where(jobs.c.id == bindparam("b_id"))
-_LEASE_EXPIRED = (
-    select(jobs.c.id)
-    .where(jobs.c.status == RUNNING, jobs.c.heartbeat_at < bindparam("b_cutoff", type_=UTCDateTime()))
-    .limit(1)
-)
+_LEASE_EXPIRED = {
+    sqlite: select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, sqlite)).limit(1) for sqlite in (False, True)
+}
 _RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(
     jobs.c.status == RUNNING, jobs.c.last_event_at > bindparam("b_since", type_=UTCDateTime())
 )
-_LIVE_WORKERS = (
-    select(func.count())
-    .select_from(workers)
-    .where(workers.c.stopped_at.is_(None), workers.c.heartbeat_at >= bindparam("b_since", type_=UTCDateTime()))
-)
+_LIVE_WORKERS = {
+    sqlite: select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite))
+    for sqlite in (False, True)
+}
+_WORKER_SKEW = {
+    sqlite: select(workers.c.host, workers.c.clock_offset_s)
+    .where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite), func.abs(workers.c.clock_offset_s) > clock.SKEW_WARN_S)
+    .order_by(func.abs(workers.c.clock_offset_s).desc())
+    for sqlite in (False, True)
+}
 
 
 def get_job_sync(conn: Connection, job_id: str) -> JobRecord | None:
@@ -407,9 +413,10 @@ def get_job_sync(conn: Connection, job_id: str) -> JobRecord | None:
     return _job(row) if row else None
 
 
-def lease_expired_sync(conn: Connection, cutoff: datetime) -> bool:
-    """Is any running row's heartbeat older than `cutoff`? (What `control.mark_lost` would mark.)"""
-    return conn.execute(_LEASE_EXPIRED, {"b_cutoff": cutoff}).first() is not None
+def lease_expired_sync(conn: Connection, lease_s: float) -> bool:
+    """Is any running row's heartbeat older than the lease? (What `control.mark_lost` would mark.)"""
+    sqlite = conn.dialect.name == "sqlite"
+    return conn.execute(_LEASE_EXPIRED[sqlite], clock.age_params(lease_s, sqlite)).first() is not None
 
 
 def running_active_since_sync(conn: Connection, since: datetime) -> list[JobRecord]:
@@ -421,5 +428,12 @@ def running_active_since_sync(conn: Connection, since: datetime) -> list[JobReco
 
 
 
-def count_live_workers_sync(conn: Connection, since: datetime) -> int:
-    return int(conn.execute(_LIVE_WORKERS, {"b_since": since}).scalar() or 0)
+def count_live_workers_sync(conn: Connection, lease_s: float) -> int:
+    sqlite = conn.dialect.name == "sqlite"
+    return int(conn.execute(_LIVE_WORKERS[sqlite], clock.age_params(lease_s, sqlite)).scalar() or 0)
+
+
+def skewed_workers_sync(conn: Connection, lease_s: float) -> list[tuple[str, float]]:
+    """(host, offset) of live workers whose clock is more than a few seconds from the store's, worst first."""
+    sqlite = conn.dialect.name == "sqlite"
+    return [(r[0], float(r[1])) for r in conn.execute(_WORKER_SKEW[sqlite], clock.age_params(lease_s, sqlite))]

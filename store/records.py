@@ -5,17 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from .clock import store_now
 from .models import JOB_COLUMNS, RUNNING
 
 # A running run with no sign of work for this long is shown as stalled.
 STALL_AFTER = timedelta(seconds=120)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,7 @@ class JobRecord:
         if self.stop_requested_at is not None:
             return "stopping"
         last = self.last_event_at or self.started_at
-        if last is not None and (now or utcnow()) - last > stall_after:
+        if last is not None and (now or store_now()) - last > stall_after:
             return "stalled"
         return RUNNING
 

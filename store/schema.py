@@ -1,13 +1,28 @@
-"""Schema migrations, run on open, and the refusal of a store from a newer schema."""
+"""The store's schema: which revision it is at, who may write it, and explicit upgrades.
+
+Opening never migrates a shared store behind its operators' backs. What an
+open may do is the caller's choice (`Store.open(create=, upgrade=)`):
+
+- a missing store (no SQLite file, no PostgreSQL schema, an empty database) is
+  made only by the verbs that host runs (`run`, `worker`, `db upgrade`, the
+  demo); everything else says "no store at ...";
+- an older schema is brought to this code's head only where the caller allows
+  it (`swarmkit db upgrade`; and `run`/`worker` on a local SQLite file);
+  otherwise the open is refused with the command that upgrades it;
+- a newer schema is used when the store says this code may still write it
+  (`swarmkit_meta.min_writer`, kept back by migrations that only add), and
+  refused otherwise.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import Connection, inspect, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import StoreError, StoreLocation, write_tx
@@ -19,6 +34,14 @@ PG_MIGRATION_LOCK = 0x5357_4B31
 
 class SchemaTooNewError(StoreError):
     pass
+
+
+class SchemaTooOldError(StoreError):
+    pass
+
+
+class NoStoreError(StoreError):
+    """Nothing is there to open, and this verb does not create stores."""
 
 
 def _config() -> Config:
@@ -37,65 +60,110 @@ def head_revision() -> str:
     return head
 
 
-def _check_and_upgrade(sync_conn, display: str, upgrade: bool) -> str | None:
+@dataclass(frozen=True)
+class SchemaState:
+    """What `swarmkit db status` says."""
+
+    current: str | None  # None: no Swarmkit store here
+    head: str  # what this code wants
+    min_writer: str | None  # the oldest revision whose code may write it
+    known: bool  # this code knows `current`
+    may_write: bool
+    store_id: str | None
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+
+def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
+    script = _script()
+    head = head_revision()
+    known = {rev.revision for rev in script.walk_revisions()}
+    if schema is not None and not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
+        return SchemaState(None, head, None, True, False, None)
+    current = MigrationContext.configure(conn).get_current_revision()
+    facts: dict[str, str] = {}
+    if current is not None and "swarmkit_meta" in inspect(conn).get_table_names():
+        facts = {k: v for k, v in conn.execute(text("SELECT key, value FROM swarmkit_meta"))}
+    min_writer = facts.get("min_writer")
+    is_known = current is None or current in known
+    may_write = current is not None and (is_known or (min_writer is not None and min_writer in known))
+    return SchemaState(current, head, min_writer, is_known, may_write, facts.get("store_id"))
+
+
+def _refuse_foreign(conn: Connection, display: str) -> None:
+    """A database that is not (yet) a Swarmkit store: only an empty one may become one."""
+    found = sorted(inspect(conn).get_table_names())
+    if found:
+        hint = " (on PostgreSQL, name a schema of its own with ?schema=NAME)" if conn.dialect.name == "postgresql" else ""
+        raise StoreError(
+            f"{display} is not a Swarmkit store: it holds tables Swarmkit did not make ({', '.join(found[:8])}); "
+            f"name an empty file or a new database{hint}. It was left untouched."
+        )
+
+
+def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool) -> bool:
+    """Raise unless the store may be used as it is; True when it must be migrated (and may be)."""
+    if state.current is None:
+        if not create:
+            raise NoStoreError(f"no store at {display}")
+        return True
+    if not state.known:
+        if state.may_write:
+            return False  # newer, but only by additions this code ignores
+        raise SchemaTooNewError(
+            f"the store {display} was written by a newer Swarmkit (schema revision {state.current}, "
+            f"writable by code from revision {state.min_writer or state.current} on); this Swarmkit knows schema "
+            f"revisions up to {state.head}. Upgrade Swarmkit to use this store; it was left untouched."
+        )
+    if state.current == state.head:
+        return False
+    if not upgrade:
+        raise SchemaTooOldError(
+            f"the store {display} is at schema revision {state.current}; this Swarmkit needs {state.head}. "
+            "Run `swarmkit db upgrade` (with the same --store) to upgrade it; it was left untouched."
+        )
+    return True
+
+
+def _migrate(conn: Connection, display: str) -> None:
     from alembic import command
 
-    script = _script()
-    current = MigrationContext.configure(sync_conn).get_current_revision()
-    known = {rev.revision for rev in script.walk_revisions()}
-    if current is not None and current not in known:
-        raise SchemaTooNewError(
-            f"the store {display} was written by a newer Swarmkit (schema revision {current}); "
-            f"this Swarmkit knows schema revisions up to {script.get_current_head()}. "
-            "Upgrade Swarmkit to use this store; it was left untouched."
-        )
-    if current is None:
-        # A database that is not (yet) a Swarmkit store: only an empty one may become one.
-        from sqlalchemy import inspect
-
-        found = sorted(inspect(sync_conn).get_table_names())
-        if found:
-            hint = " (on PostgreSQL, name a schema of its own with ?schema=NAME)" if sync_conn.dialect.name == "postgresql" else ""
-            raise StoreError(
-                f"{display} is not a Swarmkit store: it holds tables Swarmkit did not make ({', '.join(found[:8])}); "
-                f"name an empty file or a new database{hint}. It was left untouched."
-            )
-    if not upgrade or current == script.get_current_head():
-        return current
+    if MigrationContext.configure(conn).get_current_revision() is None:
+        _refuse_foreign(conn, display)
     cfg = _config()
-    cfg.attributes["connection"] = sync_conn
+    cfg.attributes["connection"] = conn
     command.upgrade(cfg, "head")
-    return script.get_current_head()
 
 
-async def ensure_schema(engine: AsyncEngine, loc: StoreLocation) -> None:
-    """Bring the store to this Swarmkit's schema, or refuse one that is newer.
+async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool, upgrade: bool) -> tuple[str | None, str]:
+    """Check the store's schema for this caller, migrating it where allowed: (revision before, revision now).
 
-    The check runs inside a write transaction (BEGIN IMMEDIATE on SQLite, an
-    advisory lock on PostgreSQL) so that two processes opening a new store at
-    once migrate it exactly once.
+    Migration runs inside a write transaction (BEGIN IMMEDIATE on SQLite, an
+    advisory lock on PostgreSQL) and checks again there, so two processes
+    opening a new store at once migrate it exactly once.
     """
-    head = head_revision()
-    # Fast path: a store already at head needs no write lock.
     async with engine.connect() as conn:
-        if loc.schema:
-            exists = await conn.scalar(
-                text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": loc.schema}
-            )
-            if not exists:
-                current = None
-            else:
-                current = await conn.run_sync(lambda c: _check_and_upgrade(c, loc.display, False))
-        else:
-            current = await conn.run_sync(lambda c: _check_and_upgrade(c, loc.display, False))
+        state = await conn.run_sync(read_schema, loc.schema)
         await conn.rollback()
-    if current == head:
-        return
+    if not _judge(state, loc.display, create=create, upgrade=upgrade):
+        return state.current, state.current or state.head
     if loc.read_only:
-        raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({current or 'empty'}, wanted {head}); it cannot be migrated")
+        raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({state.current or 'empty'}, wanted {state.head}); it cannot be migrated")
     async with write_tx(engine) as conn:
         if not loc.is_sqlite:
             await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_MIGRATION_LOCK})
             if loc.schema:
                 await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{loc.schema}"'))
-        await conn.run_sync(lambda c: _check_and_upgrade(c, loc.display, True))
+        state = await conn.run_sync(read_schema, None)
+        if _judge(state, loc.display, create=create, upgrade=upgrade):
+            await conn.run_sync(_migrate, loc.display)
+    return state.current, state.head
+
+
+async def schema_state(engine: AsyncEngine, loc: StoreLocation) -> SchemaState:
+    async with engine.connect() as conn:
+        state = await conn.run_sync(read_schema, loc.schema)
+        await conn.rollback()
+    return state

@@ -676,7 +676,9 @@ def test_a_host_frozen_inside_a_write_transaction_does_not_freeze_the_store(stor
     _pg_only(store_url)
     rid, frozen = _freeze_a_writer(cli, tmp_path)
     try:
-        assert _shown(cli, rid, LEASE_S + 10) == "running"
+        # Looking answers behind the frozen transaction (its host died a moment ago: on a loaded
+        # machine the lease may already have passed by the time this first look gets in).
+        assert _shown(cli, rid, LEASE_S + 10) in ("running", "lost")
         deadline = time.monotonic() + LEASE_S + 20
         while _shown(cli, rid, LEASE_S + 10) != "lost":
             assert time.monotonic() < deadline, "the run was never marked lost"

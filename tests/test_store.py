@@ -37,6 +37,8 @@ async def test_a_store_from_a_newer_schema_is_refused_and_left_untouched(store_u
     store = await Store.open(store_url, workspace)
     async with store.write() as conn:
         await conn.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+        # Not additive: only code of that revision on may write it.
+        await conn.execute(text("UPDATE swarmkit_meta SET value = '9999_future' WHERE key = 'min_writer'"))
     await store.close()
     with pytest.raises(SchemaTooNewError) as caught:
         await Store.open(store_url, workspace)

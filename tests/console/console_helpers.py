@@ -20,9 +20,10 @@ from sqlalchemy import insert, update
 from swarmkit.runtime import control
 from swarmkit.runtime.flow import load_flow
 from swarmkit.store import Store
+from swarmkit.store.clock import store_now
 from swarmkit.store.models import events, jobs
 from swarmkit.store.queries import get_job
-from swarmkit.store.records import JobRecord, utcnow
+from swarmkit.store.records import JobRecord
 from swarmkit.widgets.run_table import RunTable
 from tests.conftest import Cli, write_flow
 
@@ -98,7 +99,7 @@ async def add_events(store_url: str, workspace: Path, run_id: str, lines: list[s
     store = await Store.open(store_url, workspace)
     try:
         async with store.write() as conn:
-            now = utcnow()
+            now = store_now()
             await conn.execute(insert(events), [dict(job_id=run_id, at=now, kind=kind, node=node, step=0, text=t) for t in lines])
     finally:
         await store.close()
@@ -115,7 +116,7 @@ async def add_hostile_run(store_url: str, workspace: Path) -> str:
     (run_id,) = await submit(store_url, workspace, flow_path)
     store = await Store.open(store_url, workspace)
     try:
-        now = utcnow()
+        now = store_now()
         async with store.write() as conn:
             await conn.execute(
                 update(jobs).where(jobs.c.id == run_id).values(

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from swarmkit.console.demo_session import DemoSession
 from swarmkit.store import Store
+from swarmkit.store.clock import store_now
 from swarmkit.store.queries import events_after, list_jobs, workspaces_for
-from swarmkit.store.records import utcnow
 
 WANTED = {"running", "stopping", "stopped", "deferred", "completed", "failed"}
 
@@ -34,7 +34,7 @@ def test_demo_shows_every_state_within_a_minute_and_stops_what_it_started(tmp_pa
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             jobs, wss, logs = asyncio.run(look(session))
-            now = utcnow()
+            now = store_now()
             for job in jobs:
                 seen.setdefault(job.display_status(now), set()).add(job.flow)
             if WANTED <= set(seen):

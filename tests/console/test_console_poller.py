@@ -11,8 +11,8 @@ from swarmkit.console.poller import LINGER, Poller
 from swarmkit.console.store_link import StoreLink
 from swarmkit.runtime import control
 from swarmkit.store import Store
+from swarmkit.store.clock import store_now
 from swarmkit.store.models import jobs
-from swarmkit.store.records import utcnow
 from tests.conftest import write_flow
 
 
@@ -34,11 +34,11 @@ async def test_polls_read_only_what_changed(store_url, workspace, fast_env):
         # its last marker, less a clock-skew margin of seconds.
         async with store.write() as conn:
             for i, run in enumerate(runs):
-                await conn.execute(update(jobs).where(jobs.c.id == run).values(updated_at=utcnow() - timedelta(minutes=10 + i)))
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(updated_at=store_now() - timedelta(minutes=10 + i)))
     finally:
         await store.close()
     link = StoreLink(store_url, workspace)
-    poller = Poller(link, clock=utcnow, lease_s=2)
+    poller = Poller(link, clock=store_now, lease_s=2)
     try:
         snap = await poller.poll()
         assert snap.full and {j.id for j in snap.jobs} == set(runs)
@@ -62,7 +62,7 @@ async def test_polls_read_only_what_changed(store_url, workspace, fast_env):
 async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, workspace, fast_env):
     await init_store(store_url, workspace)
     a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
-    now = utcnow()
+    now = store_now()
     store = await Store.open(store_url, workspace)
     try:
         async with store.write() as conn:
@@ -71,12 +71,12 @@ async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, 
     finally:
         await store.close()
     link = StoreLink(store_url, workspace)
-    poller = Poller(link, clock=utcnow, lease_s=60)
+    poller = Poller(link, clock=store_now, lease_s=60)
     try:
         snap = await poller.poll()
         assert snap.counts == {"stopping": 1, "cancelling": 1, "stalled": 1}
         # A heartbeat or a log line does not touch updated_at; the running row is still re-read.
-        later = utcnow()
+        later = store_now()
         store = await link.get()
         async with store.write() as conn:
             await conn.execute(update(jobs).where(jobs.c.id == c).values(last_event_at=later))
@@ -99,7 +99,7 @@ async def test_filter_in_sql_and_ended_runs_bounded(store_url, workspace, fast_e
         await store.close()
     link = StoreLink(store_url, workspace)
     try:
-        poller = Poller(link, clock=utcnow, lease_s=60, ended_bound=2)
+        poller = Poller(link, clock=store_now, lease_s=60, ended_bound=2)
         snap = await poller.poll(text_filter="ALPHA")
         assert {j.id for j in snap.jobs} == set(alpha)
         snap = await poller.poll(text_filter="_100%")  # LIKE wildcards are the caller's text, not patterns
@@ -107,7 +107,7 @@ async def test_filter_in_sql_and_ended_runs_bounded(store_url, workspace, fast_e
         snap = await poller.poll()
         assert len(snap.jobs) == 4  # 2 active + the 2 most recent ended
         # Ended long ago (for the clock): only shown when asked for.
-        later = Poller(link, clock=lambda: utcnow() + LINGER + timedelta(minutes=1), lease_s=10**6)
+        later = Poller(link, clock=lambda: store_now() + LINGER + timedelta(minutes=1), lease_s=10**6)
         assert {j.id for j in (await later.poll()).jobs} == set(alpha)
         shown = (await later.poll(show_ended=True)).jobs
         assert [j.id for j in shown][:2] != [] and len(shown) == 2 + 3
