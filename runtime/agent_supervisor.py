@@ -49,6 +49,11 @@ LEASE_EXPIRED = 75
 HOST_GONE = 76
 
 
+
+def pause(seconds: float) -> None:
+    """time.sleep, through select: libfaketime (the clock-skew tests) breaks Python's absolute-deadline sleep."""
+    select.select([], [], [], seconds)
+
 def say(text: str) -> None:
     try:
         os.write(2, f"agent_supervisor: {text}\n".encode())
@@ -159,7 +164,7 @@ class Supervisor:
                 return True
             if time.monotonic() >= deadline:
                 return False
-            time.sleep(0.02)
+            pause(0.02)
 
     def escalate(self, steps: list[tuple[int, float]]) -> None:
         for sig, grace in steps:
@@ -174,7 +179,7 @@ class Supervisor:
 
     def read_control(self, timeout: float) -> list[str]:
         if not self.control_open:
-            time.sleep(timeout)
+            pause(timeout)
             return []
         try:
             ready, _, _ = select.select([0], [], [], timeout)

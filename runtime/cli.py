@@ -29,6 +29,7 @@ from .report import runs_table
 from .settings import Settings, default_actor
 from .text import plain
 from .worker import Worker
+from .workspaces import sweep
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -100,9 +101,20 @@ async def _open(args) -> Store:
 async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
     store = await _open(args)
     try:
+        if args.verb in HOSTING_VERBS or args.verb == "cancel":
+            await _sweep(store)
         return await fn(store)
     finally:
         await store.close()
+
+
+async def _sweep(store: Store) -> None:
+    """Workspaces of this host whose destroy another machine recorded: this is the next swarmkit process here."""
+    try:
+        for line in await sweep(store):
+            err(plain(line))
+    except STORE_FAULTS as exc:
+        logging.getLogger("swarmkit.cli").info("workspace sweep failed: %s", exc)
 
 
 # --- verbs ------------------------------------------------------------------

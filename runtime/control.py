@@ -43,7 +43,7 @@ from swarmkit.store.records import JobRecord
 from .errors import AmbiguousRun, RunNotFound
 from .flow import Flow
 from .settings import Settings, default_actor, host_name
-from .workspaces import apply_policy
+from .workspaces import carry_out, decide
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
 DONE, REFUSED, USAGE = 0, 1, 2
@@ -397,12 +397,15 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
                 said: list[str] = []
                 if res.rowcount == 1:
                     await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "from": job.status}, at=now)
-                    said = await apply_policy(conn, job.id, destroy=not keep, runs_dir=store.loc.runs_dir, reason="cancelled")
+                    said = await decide(conn, job.id, destroy=not keep, reason="cancelled")
                     await record_audit(conn, actor, "run.cancelled", job.id, {"keep": keep, "from": job.status, "workspaces": said}, at=now)
                     await record_event(conn, job.id, "run.cancelled", f"cancelled by {actor} while {job.status} (workspaces {keep_words})", at=now)
             if res.rowcount == 1:
+                if not keep:
+                    said = await carry_out(store, job.id)
                 ws = ("; " + "; ".join(said)) if said else ""
-                return ActResult(DONE, True, f"{sid} cancelled (it was {job.status}); workspaces {keep_words}{ws}.", await _reload(store, job.id))
+                words = "kept" if keep else "destroyed" if all(line.startswith("destroyed") for line in said) else "to be destroyed"
+                return ActResult(DONE, True, f"{sid} cancelled (it was {job.status}); workspaces {words}{ws}.", await _reload(store, job.id))
         else:
             return ActResult(DONE, False, f"{sid} is {job.status}; nothing to cancel.", job)
         job = await _reload(store, job.id)
@@ -453,7 +456,7 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
                 last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
                 await record_event(conn, row.id, f"run.{to}", f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}", at=now)
                 if to == CANCELLED:
-                    said = await apply_policy(conn, row.id, destroy=not row.cancel_keep, runs_dir=store.loc.runs_dir, reason="cancelled")
+                    said = await decide(conn, row.id, destroy=not row.cancel_keep, reason="cancelled")
                     await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)
         except OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
@@ -462,6 +465,8 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
                 continue
             raise
         marked.append(row.id)
+        if to == CANCELLED and not row.cancel_keep:
+            await carry_out(store, row.id)
     return marked
 
 

@@ -42,7 +42,7 @@ from .errors import (
 )
 from .flow import Agent, Flow, parse_flow
 from .settings import Settings
-from .workspaces import apply_policy, ensure_workspace
+from .workspaces import carry_out, decide, prepare_dir, record_workspace
 
 log = logging.getLogger("swarmkit.executor")
 T = TypeVar("T")
@@ -666,20 +666,29 @@ class RunHost:
         if not await self._retrying(f"ending the run {status}", op):
             return False
         self.final_status = status
+        await self._carry_out()
         return True
+
+    async def _carry_out(self) -> None:
+        """The workspaces' fate was recorded with the run's end; the deleting comes after the commit."""
+        try:
+            await carry_out(self.store, self.job_id)
+        except STORE_FAULTS as exc:
+            # Recorded as due: this host's next worker or swarmkit verb sweeps it.
+            self.warn_once("workspaces", f"workspace deletion left for later: {self.fault_text(exc)}")
 
     async def _after_end(self, conn, status: str, error: str | None, now) -> None:
         jid = self.job_id
         if status == COMPLETED:
             await record_event(conn, jid, "run.completed", "completed", at=now)
             # A flow that keeps its workspaces leaves them `kept`: no run uses them now.
-            await apply_policy(conn, jid, destroy=not self.flow.keep_workspaces, runs_dir=self.store.loc.runs_dir, reason="completed")
+            await decide(conn, jid, destroy=not self.flow.keep_workspaces, reason="completed")
         elif status == FAILED:
             await record_event(conn, jid, "run.failed", error or "failed", at=now)
-            await apply_policy(conn, jid, destroy=not self.flow.keep_workspaces, runs_dir=self.store.loc.runs_dir, reason="failed")
+            await decide(conn, jid, destroy=not self.flow.keep_workspaces, reason="failed")
         elif status == FAULTED:
             await record_event(conn, jid, "run.faulted", error or "faulted", at=now)
-            await apply_policy(conn, jid, destroy=False, runs_dir=self.store.loc.runs_dir, reason="faulted")
+            await decide(conn, jid, destroy=False, reason="faulted")
 
     async def _end_cancelled(self, step: int, node: str | None) -> None:
         flags = self._cancel or await self._retrying("reading the cancel", lambda: read_flags(self.store, self.job_id))
@@ -694,13 +703,14 @@ class RunHost:
                     if await self._already(conn, CANCELLED):
                         return
                     raise FencedError(self.job_id)
-                said = await apply_policy(conn, self.job_id, destroy=not keep, runs_dir=self.store.loc.runs_dir, reason="cancelled")
+                said = await decide(conn, self.job_id, destroy=not keep, reason="cancelled")
                 where = f"at {node} ({step + 1}/{self.flow.steps})" if node else "after its last agent"
                 await record_event(conn, self.job_id, "run.cancelled", f"cancelled {where} by {actor}; workspaces {'kept' if keep else 'destroyed'}", node=node, step=step, at=now)
                 await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step, "workspaces": said}, at=now)
 
         await self._retrying("ending the run cancelled", op)
         self.final_status = CANCELLED
+        await self._carry_out()
 
     async def _park(self, exc: HITLDeferredError) -> None:
         stopped = isinstance(exc, RunStoppedError)
@@ -756,10 +766,12 @@ class RunHost:
         node: str | None = None
         try:
             async def claim_here():
+                path = await asyncio.to_thread(prepare_dir, self.store.loc.runs_dir, self.job_id)
                 async with self.store.write() as conn:
                     stamped = time.monotonic()
                     await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT, b_mono=boot_clock()))
-                    self.workspace = await ensure_workspace(conn, self.store.loc.runs_dir, self.job_id)
+                    await record_workspace(conn, self.job_id, path)
+                    self.workspace = path
                     cp = await latest_checkpoint(conn, self.job_id)
                     logged = await log_bytes(conn, self.job_id)
                 return stamped, cp, logged

@@ -58,7 +58,12 @@ class Settings:
 
 
 def host_name() -> str:
-    return socket.gethostname()
+    """This machine's name as the store knows it: SWARMKIT_HOST, else the hostname.
+
+    Workspaces belong to the host that made them, by this name: two machines
+    that share a hostname (containers, cloned VMs) must set SWARMKIT_HOST apart.
+    """
+    return os.environ.get("SWARMKIT_HOST") or socket.gethostname()
 
 
 def default_actor() -> str:

@@ -16,6 +16,7 @@ from swarmkit.store.models import workers
 from .control import claim_queued, mark_lost
 from .executor import RunHost, host_claimed
 from .settings import Settings, host_name
+from .workspaces import sweep
 
 log = logging.getLogger("swarmkit.worker")
 
@@ -114,6 +115,8 @@ class Worker:
                     try:
                         await self._beat()
                         last_beat = loop.time()
+                        for line in await sweep(self.store):
+                            self.say(line)
                     except StoreReplaced:
                         raise
                     except STORE_FAULTS as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -10,11 +11,16 @@ from pathlib import Path
 from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from swarmkit.store import Store
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import events, workspaces
 
+from .settings import host_name
+
 ACTIVE = "active"
 KEPT = "kept"
+# Recorded with the run's end; the owning host deletes the folder and records `destroyed`.
+PENDING = "destroy pending"
 DESTROYED = "destroyed"
 
 
@@ -22,22 +28,26 @@ def run_dir(runs_dir: Path, job_id: str) -> Path:
     return runs_dir / job_id
 
 
-async def ensure_workspace(conn: AsyncConnection, runs_dir: Path, job_id: str) -> Path:
-    """Create the run's folder here and record it (once per path)."""
+def prepare_dir(runs_dir: Path, job_id: str) -> Path:
+    """Make the run's folder on this host (before the transaction that records it)."""
     path = run_dir(runs_dir, job_id)
-    runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # noqa: ASYNC240  (a mkdir; moving file work out of transactions is its own change)
+    runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.mkdir(exist_ok=True, mode=0o700)
+    return path
+
+
+async def record_workspace(conn: AsyncConnection, job_id: str, path: Path) -> None:
+    """Record the run's folder as active, and as this host's (once per path)."""
     now = store_now()
     existing = await conn.scalar(
         select(workspaces.c.id).where(workspaces.c.job_id == job_id, workspaces.c.path == str(path))
     )
     if existing is None:
         await conn.execute(
-            insert(workspaces).values(job_id=job_id, path=str(path), state=ACTIVE, created_at=now, updated_at=now)
+            insert(workspaces).values(job_id=job_id, path=str(path), state=ACTIVE, created_at=now, updated_at=now, host=host_name())
         )
     else:
-        await conn.execute(update(workspaces).where(workspaces.c.id == existing).values(state=ACTIVE, updated_at=now))
-    return path
+        await conn.execute(update(workspaces).where(workspaces.c.id == existing).values(state=ACTIVE, updated_at=now, host=host_name()))
 
 
 def safe_to_remove(path: str, runs_dir: Path, job_id: str) -> tuple[bool, str]:
@@ -81,39 +91,78 @@ def dir_size(path: str) -> int | None:
     return total
 
 
-async def apply_policy(
-    conn: AsyncConnection, job_id: str, *, destroy: bool, runs_dir: Path, reason: str
-) -> list[str]:
-    """Destroy or keep the run's workspaces; returns one line per workspace saying what happened."""
+async def decide(conn: AsyncConnection, job_id: str, *, destroy: bool, reason: str) -> list[str]:
+    """In the transaction that ends a run: its workspaces are kept, or their destruction is due.
+
+    Nothing is deleted here: file system work inside a transaction holds the
+    store's write lock (SQLite) or outlives the server's idle-in-transaction
+    limit (PostgreSQL) for as long as the disk takes. `carry_out` does it after
+    the commit, on the host that owns the folder.
+    """
     now = store_now()
     rows = (
         await conn.execute(
-            select(workspaces.c.id, workspaces.c.path, workspaces.c.state).where(
-                workspaces.c.job_id == job_id, workspaces.c.state != DESTROYED
-            )
+            select(workspaces.c.id, workspaces.c.path).where(workspaces.c.job_id == job_id, workspaces.c.state.in_((ACTIVE, KEPT)))
         )
     ).all()
-    said: list[str] = []
-    for wid, path, _state in rows:
-        if not destroy:
-            await conn.execute(update(workspaces).where(workspaces.c.id == wid).values(state=KEPT, updated_at=now))
-            said.append(f"kept {path}")
-            continue
-        ok, why = safe_to_remove(path, runs_dir, job_id)
-        if not ok:
-            said.append(f"left {path} in place: {why}")
+    state = PENDING if destroy else KEPT
+    for wid, _path in rows:
+        await conn.execute(update(workspaces).where(workspaces.c.id == wid).values(state=state, updated_at=now))
+    return [f"{'to destroy' if destroy else 'kept'} {path} ({reason})" for _wid, path in rows]
+
+
+async def carry_out(store: Store, job_id: str) -> list[str]:
+    """After the run's end is committed: delete what is due here; say what is due elsewhere.
+
+    One line per workspace. A folder on another host is left to that host
+    (its worker, or the next `swarmkit` verb run there, deletes it and records it).
+    """
+    async with store.read() as conn:
+        rows = (
             await conn.execute(
-                insert(events).values(
-                    job_id=job_id, at=now, kind="workspace", node=None, step=None,
-                    text=json.dumps({"path": path, "left": why}),
-                )
+                select(workspaces.c.id, workspaces.c.path, workspaces.c.host).where(workspaces.c.job_id == job_id, workspaces.c.state == PENDING)
             )
+        ).all()
+    here = host_name()
+    said: list[str] = []
+    for wid, path, host in rows:
+        if host is not None and host != here:
+            said.append(f"{path} is on host {host}: destroy pending there (its worker, or the next swarmkit run there, removes it)")
             continue
-        if Path(path).exists():  # noqa: ASYNC240
-            shutil.rmtree(path, ignore_errors=True)
-        if Path(path).exists():  # noqa: ASYNC240
-            said.append(f"could not remove {path}")
-            continue
-        await conn.execute(update(workspaces).where(workspaces.c.id == wid).values(state=DESTROYED, updated_at=now))
-        said.append(f"destroyed {path} ({reason})")
+        said.append(await _destroy(store, job_id, wid, path))
+    return said
+
+
+async def _destroy(store: Store, job_id: str, wid: int, path: str) -> str:
+    ok, why = await asyncio.to_thread(safe_to_remove, path, store.loc.runs_dir, job_id)
+    if ok:
+        await asyncio.to_thread(shutil.rmtree, path, True)
+        if await asyncio.to_thread(Path(path).exists):
+            ok, why = False, "it could not be removed"
+    now = store_now()
+    async with store.write() as conn:
+        if not ok:
+            # Left in place, and no longer due: a forged or moved path is never retried blindly.
+            await conn.execute(update(workspaces).where(workspaces.c.id == wid, workspaces.c.state == PENDING).values(state=KEPT, updated_at=now))
+            await conn.execute(
+                insert(events).values(job_id=job_id, at=now, kind="workspace", node=None, step=None, text=json.dumps({"path": path, "left": why}))
+            )
+            return f"left {path} in place: {why}"
+        await conn.execute(update(workspaces).where(workspaces.c.id == wid, workspaces.c.state == PENDING).values(state=DESTROYED, updated_at=now))
+    return f"destroyed {path}"
+
+
+async def sweep(store: Store) -> list[str]:
+    """Carry out the destroys due on this host that another host recorded (a cancel from another machine)."""
+    if store.loc.read_only:
+        return []
+    async with store.read() as conn:
+        jobs_due = (
+            await conn.execute(
+                select(workspaces.c.job_id).where(workspaces.c.state == PENDING, workspaces.c.host == host_name()).distinct()
+            )
+        ).scalars().all()
+    said: list[str] = []
+    for job_id in jobs_due:
+        said += [line for line in await carry_out(store, job_id) if line.startswith(("destroyed", "left"))]
     return said

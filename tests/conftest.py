@@ -88,6 +88,19 @@ def store_url(request, workspace: Path):
 
 
 @pytest.fixture
+def pg_url():
+    """A fresh PostgreSQL schema, for what only a store shared across machines shows."""
+    require_pg()
+    schema = "t_" + uuid.uuid4().hex[:12]
+    sep = "&" if "?" in PG_BASE else "?"
+    yield f"{PG_BASE}{sep}schema={schema}"
+    try:
+        _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except Exception:
+        pass
+
+
+@pytest.fixture
 def sqlite_url(workspace: Path) -> str:
     return f"sqlite:///{workspace}/.swarmkit/store.db"
 

@@ -1,0 +1,251 @@
+"""Many machines, one store: clocks that disagree, a server restart, workspaces that belong to a host.
+
+Machines are real processes; what makes them different machines is what
+differs between machines: their wall clocks (libfaketime), their names
+(SWARMKIT_HOST) and their folders. The store is shared, as it is across a
+fleet: a real PostgreSQL (a server of the test's own where it is restarted),
+or one SQLite file for the cases that also hold on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import Cli, hold, release, write_flow
+from .helpers import FAST_ENV, job, wait_for, workspaces
+from .pg_instance import PgInstance, pg_bin
+
+LIBFAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1") if os.path.exists(p)), None)
+
+
+def _need(thing: object, why: str) -> None:
+    if not thing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {why}")
+        pytest.skip(why)
+
+
+def clock_env(offset: str | None = None, timestamp_file: Path | None = None, **more: str) -> dict[str, str]:
+    """A host whose wall clock is off by `offset` (libfaketime syntax: "+10m", "-600s"), or follows a file.
+
+    Monotonic clocks are left alone, as NTP and `date -s` leave them.
+    """
+    _need(LIBFAKETIME, "libfaketime is not installed (Debian's faketime package; .ci/run installs it)")
+    env = {"LD_PRELOAD": str(LIBFAKETIME), "FAKETIME_DONT_FAKE_MONOTONIC": "1", **more}
+    if offset is not None:
+        env["FAKETIME"] = offset
+    if timestamp_file is not None:
+        env.update(FAKETIME_TIMESTAMP_FILE=str(timestamp_file), FAKETIME_NO_CACHE="1")
+    return env
+
+
+def _status(cli: Cli, env: dict[str, str] | None = None) -> dict[str, str]:
+    r = cli.run("status", "--json", env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return {j["id"]: j["status"] for j in json.loads(r.stdout)}
+
+
+def _stop(*procs: subprocess.Popen) -> None:
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _gated_flow(folder: Path, gates: Path, name: str) -> Path:
+    return write_flow(folder, name, f'name = "{name}"\n[[agents]]\nname = "wait"\ncommand = "{hold(gates, name)}; echo {name} done"\n[[agents]]\nname = "after"\ncommand = "echo after"\n')
+
+
+# --- one clock --------------------------------------------------------------
+
+
+def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: str, tmp_path: Path):
+    """Three machines and a laptop: a worker 10 minutes behind, one 10 minutes ahead, an idle one 60 s
+    ahead that checks leases, and an operator 20 s fast who looks. No healthy run is marked lost; a host
+    that dies still has its runs marked lost within the lease."""
+    gates = tmp_path / "gates"
+    ws = {n: tmp_path / n for n in ("behind", "ahead", "idle", "laptop")}
+    for p in ws.values():
+        p.mkdir()
+    clis = {n: Cli(pg_url, p) for n, p in ws.items()}
+    behind = clis["behind"].start("worker", "--concurrency", "2", env=clock_env("-10m", SWARMKIT_HOST="behind"))
+    ahead = clis["ahead"].start("worker", "--concurrency", "2", env=clock_env("+10m", SWARMKIT_HOST="ahead"))
+    idle = None
+    try:
+        ids = {}
+        for name in ("one", "two", "three", "four"):
+            r = clis["laptop"].run("run", str(_gated_flow(ws["laptop"], gates, name)), "--detach", check=True)
+            ids[name] = r.stdout.strip()
+        wait_for(lambda: set(_status(clis["laptop"]).values()) == {"running"}, timeout=60, interval=0.3, what="all four runs hosted")
+        idle = clis["idle"].start("worker", "--concurrency", "1", env=clock_env("+60s", SWARMKIT_HOST="idle"))
+        laptop = clock_env("+20s")
+        hosts: dict[str, str | None] = {}
+        # Several leases' worth of looking and lease checking from every clock.
+        deadline = time.monotonic() + 4 * float(FAST_ENV["SWARMKIT_LEASE"])
+        while time.monotonic() < deadline:
+            for env in (laptop, clock_env("-10m"), None):
+                seen = _status(clis["laptop"], env)
+                assert set(seen.values()) == {"running"}, f"a healthy run was marked lost: {seen}"
+            time.sleep(0.3)
+        for name, rid in ids.items():
+            hosts[name] = job(pg_url, ws["laptop"], rid).host
+        assert set(hosts.values()) == {"behind", "ahead"}
+        # The clock offsets are recorded and shown.
+        r = clis["laptop"].run("status", env=laptop)
+        assert "clock of worker host" in r.stderr and ("600s" in r.stderr or "599s" in r.stderr or "601s" in r.stderr), r.stderr
+        # A host that dies: its runs go lost within the lease, judged from a skewed laptop.
+        os.killpg(ahead.pid, signal.SIGKILL)
+        ahead.wait()
+        t0 = time.monotonic()
+        theirs = {ids[n] for n, h in hosts.items() if h == "ahead"}
+        wait_for(lambda: all(_status(clis["laptop"], laptop)[i] == "lost" for i in theirs), timeout=30, interval=0.3, what="the dead host's runs to be marked lost")
+        took = time.monotonic() - t0
+        assert took < float(FAST_ENV["SWARMKIT_LEASE"]) + 10
+        # The healthy host's runs finish.
+        release(gates, *ids)
+        mine = {ids[n] for n, h in hosts.items() if h == "behind"}
+        wait_for(lambda: all(_status(clis["laptop"])[i] == "completed" for i in mine), timeout=60, interval=0.3, what="the healthy host's runs to complete")
+    finally:
+        _stop(behind, ahead, *([idle] if idle else []))
+
+
+def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, workspace: Path, tmp_path: Path):
+    """An NTP step of 60 s forward, then back, on the one machine of a SQLite store, while it hosts a run."""
+    clock = tmp_path / "clock"
+    clock.write_text("+0\n")
+    env = clock_env(timestamp_file=clock)
+    cli = Cli(sqlite_url, workspace)
+    gates = tmp_path / "gates"
+    worker = cli.start("worker", env=env)
+    try:
+        rid = cli.run("run", str(_gated_flow(workspace, gates, "step")), "--detach", env=env, check=True).stdout.strip()
+        wait_for(lambda: _status(cli, env).get(rid) == "running", timeout=30, interval=0.2, what="the run to start")
+        for step in ("+60s", "-60s", "+0"):
+            clock.write_text(step + "\n")
+            deadline = time.monotonic() + 2 * float(FAST_ENV["SWARMKIT_LEASE"])
+            while time.monotonic() < deadline:
+                assert _status(cli, env)[rid] == "running", f"after a clock step of {step} the run was marked lost"
+                time.sleep(0.3)
+        release(gates, "step")
+        wait_for(lambda: _status(cli, env)[rid] == "completed", timeout=30, interval=0.2, what="the run to complete")
+    finally:
+        _stop(worker)
+
+
+# --- a server restart -------------------------------------------------------
+
+
+@pytest.fixture
+def own_pg():
+    _need(pg_bin(), "no PostgreSQL server binaries (initdb, pg_ctl) are installed")
+    inst = PgInstance().start()
+    try:
+        yield inst
+    finally:
+        inst.stop()
+
+
+def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInstance, tmp_path: Path):
+    """`pg_ctl restart -m fast` twice under a worker hosting four runs: every run completes, none faulted or lost."""
+    cli = Cli(own_pg.url, tmp_path)
+    env = {"SWARMKIT_LEASE": "10", "SWARMKIT_HEARTBEAT": "0.5"}
+    flow = write_flow(tmp_path, "steady", 'name = "steady"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncommand = "sleep 0.7; echo n{i}"\n' for i in range(6)))
+    cli.run("db", "upgrade", check=True)
+    ids = [cli.run("run", str(flow), "--detach", env=env, check=True).stdout.strip() for _ in range(4)]
+    worker = cli.start("worker", "--concurrency", "4", env=env)
+    took = []
+    try:
+        wait_for(lambda: set(_status(cli).values()) == {"running"}, timeout=60, interval=0.2, what="the runs to start")
+        for _ in range(2):
+            took.append(own_pg.restart())
+            time.sleep(1.0)
+        wait_for(lambda: all(s in ("completed", "failed", "faulted", "cancelled") for s in _status(cli).values()), timeout=90, interval=0.5, what="the runs to end")
+        seen = _status(cli)
+        assert all(seen[i] == "completed" for i in ids), (seen, took)
+    finally:
+        _stop(worker)
+        out = worker.stderr.read() if worker.stderr else ""
+    assert "Traceback" not in out, out[-3000:]
+    print(f"restarts took {', '.join(f'{t:.2f}s' for t in took)}; every run completed")
+
+
+# --- workspaces belong to their host ----------------------------------------
+
+
+def test_a_cancel_from_another_machine_leaves_the_destroy_to_the_owning_host(store_url: str, tmp_path: Path):
+    a, b = tmp_path / "alpha", tmp_path / "beta"
+    a.mkdir()
+    b.mkdir()
+    on_a, on_b = Cli(store_url, a), Cli(store_url, b)
+    alpha = {"SWARMKIT_HOST": "alpha"}
+    flow = write_flow(a, "gated", 'name = "gated"\n[[agents]]\nname = "a"\ncommand = "echo work > work.txt"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "true"\n')
+    rid = on_a.run("run", str(flow), env=alpha).stdout.split()[0]
+    rid = job(store_url, a, rid).id
+    assert job(store_url, a, rid).status == "deferred"
+    folder = Path(workspaces(store_url, a, rid)[0].path)
+    assert (folder / "work.txt").exists()
+    r = on_b.run("cancel", rid, env={"SWARMKIT_HOST": "beta"})
+    assert r.returncode == 0, r.stderr
+    assert "on host alpha: destroy pending there" in r.stdout, r.stdout
+    assert "workspaces to be destroyed" in r.stdout
+    assert folder.exists(), "another machine cannot delete alpha's folder"
+    assert [w.state for w in workspaces(store_url, a, rid)] == ["destroy pending"]
+    # The owning host's worker carries it out and records it.
+    worker = on_a.start("worker", env=alpha)
+    try:
+        wait_for(lambda: [w.state for w in workspaces(store_url, a, rid)] == ["destroyed"], timeout=30, interval=0.2, what="alpha's worker to destroy it")
+    finally:
+        _stop(worker)
+    assert not folder.exists()
+    assert job(store_url, a, rid).status == "cancelled"
+
+
+def test_deleting_a_workspace_holds_no_transaction(store_url: str, cli: Cli, workspace: Path):
+    """A cancel frozen half-way through deleting a large workspace (a slow disk): the store is not held.
+
+    The cancel is committed before any file is touched, and other processes write and read on."""
+    ws = workspace
+    flow = write_flow(ws, "big", 'name = "big"\n[[agents]]\nname = "a"\ncommand = "mkdir d && cd d && seq 1 60000 | xargs touch"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "true"\n')
+    rid = job(store_url, ws, cli.run("run", str(flow), check=True, timeout=120).stdout.split()[0]).id
+    d = Path(workspaces(store_url, ws, rid)[0].path) / "d"
+    full = len(os.listdir(d))
+    assert full == 60000
+    cancel = cli.start("cancel", rid)
+    frozen = False
+    try:
+        deadline = time.monotonic() + 60
+        while cancel.poll() is None and time.monotonic() < deadline:
+            try:
+                n = len(os.listdir(d))
+            except FileNotFoundError:
+                break
+            if n < full:
+                os.killpg(cancel.pid, signal.SIGSTOP)
+                frozen = True
+                break
+        if not frozen:
+            pytest.skip("the deletion finished before it could be frozen (a very fast disk); nothing to judge")
+        t0 = time.monotonic()
+        seen = _status(cli)
+        assert seen[rid] == "cancelled", "the cancel is not committed while its files are being deleted"
+        assert workspaces(store_url, ws, rid)[0].state == "destroy pending"
+        other = write_flow(ws, "other", 'name = "other"\n[[agents]]\nname = "a"\ncommand = "echo hi"\n')
+        r = cli.run("run", str(other), timeout=20)
+        assert r.returncode == 0 and "completed" in r.stdout, r.stderr
+        assert time.monotonic() - t0 < 15
+    finally:
+        if frozen:
+            os.killpg(cancel.pid, signal.SIGCONT)
+        cancel.wait(timeout=60)
+    assert cancel.returncode == 0
+    assert workspaces(store_url, ws, rid)[0].state == "destroyed"
+    assert not d.exists()
+    shutil.rmtree(ws / ".swarmkit" / "runs", ignore_errors=True)
