@@ -33,14 +33,9 @@ from sqlalchemy import bindparam, update
 
 from swarmkit.console.poller import SKEW, Poller
 from swarmkit.console.store_link import StoreLink
+from swarmkit.store.clock import store_now
 from swarmkit.store.models import jobs
 from swarmkit.store.queries import change_marker, list_jobs
-
-try:
-    from swarmkit.store.queries import change_marker_sync
-except ImportError:  # a tree from before the poll used Store.run_read: measure what it has
-    change_marker_sync = None
-from swarmkit.store.clock import store_now
 
 PROBE_TARGET_MS = 0.5
 CHANGED_TARGET_MS = 5.0
@@ -65,19 +60,17 @@ async def bench(url: str, ws: str, args) -> dict:
         # The probe alone, as the poll runs it: one short read transaction
         # (`Store.run_read`: on SQLite one hop to the store's thread).
         window_after = getattr(poller, "_window_after", None)
-        marker_args = (window_after,) if change_marker_sync else ()
         probe: list[float] = []
         probe_async: list[float] = []
-        for _ in range(args.reps * 5 if change_marker_sync else 0):
+        for _ in range(args.reps * 5):
             t0 = time.perf_counter()
-            await store.run_read(lambda conn: change_marker_sync(conn, window_after))
+            await store.run_read(lambda conn: change_marker(conn, window_after))
             probe.append((time.perf_counter() - t0) * 1000)
         for _ in range(args.reps * 5):
             t0 = time.perf_counter()
             async with store.read() as conn:
-                await change_marker(conn, *marker_args)
+                await conn.run_sync(change_marker, window_after)
             probe_async.append((time.perf_counter() - t0) * 1000)
-        probe = probe or probe_async
         floor: list[float] = []
         for _ in range(args.reps * 5):
             t0 = time.perf_counter()
@@ -126,7 +119,7 @@ async def bench(url: str, ws: str, args) -> dict:
             assert snap.full
             t0 = time.perf_counter()
             async with store.read() as conn:
-                await list_jobs(conn, include_ended=True, ended_limit=poller.ended_bound)
+                await conn.run_sync(list_jobs, include_ended=True, ended_limit=poller.ended_bound)
             raw_full.append((time.perf_counter() - t0) * 1000)
         if profiler:
             print(profiler.output_text(unicode=False, color=False, show_all=False))

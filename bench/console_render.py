@@ -105,7 +105,7 @@ async def apply_times(url: str, ws: str, reps: int, changed: int) -> tuple[list[
         assert isinstance(screen, MainScreen)
         store = await screen.link.get()
         async with store.read() as conn:
-            active = [j.id for j in await list_jobs(conn, include_ended=False)]
+            active = [j.id for j in await conn.run_sync(list_jobs, include_ended=False)]
         stmt = update(jobs).where(jobs.c.id == bindparam("b_id")).values(updated_at=bindparam("b_at"), step=jobs.c.step + 1, current_node="summarise")
         table = screen.query_one(RunTable)
         rows = table.row_count
@@ -222,7 +222,7 @@ async def newest_active_short_id(url: str, ws: str) -> str:
     store = await Store.open(url, ws)
     try:
         async with store.read() as conn:
-            return (await list_jobs(conn, include_ended=False))[0].short_id
+            return (await conn.run_sync(list_jobs, include_ended=False))[0].short_id
     finally:
         await store.close()
 

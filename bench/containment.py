@@ -85,7 +85,7 @@ async def job_of(url: str, ws: str, job_id: str):
     store = await Store.open(url, ws)
     try:
         async with store.read() as conn:
-            return await get_job(conn, job_id)
+            return await conn.run_sync(get_job, job_id)
     finally:
         await store.close()
 

@@ -142,13 +142,13 @@ async def last_page(url: str, ws: str, events: int, reps: int) -> None:
     store = await Store.open(url, ws)
     try:
         async with store.read() as conn:
-            assert await count_events(conn, job.id) >= events
+            assert await conn.run_sync(count_events, job.id) >= events
         query: list[float] = []
         for _ in range(reps * 3):
             t0 = time.perf_counter()
             async with store.read() as conn:
-                page = await events_before(conn, job.id, None, PAGE)
-                await get_job(conn, job.id)
+                page = await conn.run_sync(events_before, job.id, None, PAGE)
+                await conn.run_sync(get_job, job.id)
             query.append((time.perf_counter() - t0) * 1000)
         assert len(page) == PAGE
     finally:
@@ -209,10 +209,10 @@ async def follow_lag(url: str, ws: str, rate: float, seconds: float) -> None:
     after_host: list[float] = []
     try:
         async with store.read() as conn:
-            stored = await count_events(conn, job.id)
-            row = await get_job(conn, job.id)
+            stored = await conn.run_sync(count_events, job.id)
+            row = await conn.run_sync(get_job, job.id)
             # The host stamps each line as it reads it (events.at): printed -> in the host's hands.
-            for ev in await events_after(conn, job.id, 0, 1_000_000):
+            for ev in await conn.run_sync(events_after, job.id, 0, 1_000_000):
                 m = STAMP.search(ev.text)
                 if m:
                     host_lag.append((ev.at.timestamp() - float(m.group(1))) * 1000)
@@ -277,7 +277,7 @@ async def _status(url: str, ws: str, job_id: str) -> str | None:
     store = await Store.open(url, ws)
     try:
         async with store.read() as conn:
-            job = await get_job(conn, job_id)
+            job = await conn.run_sync(get_job, job_id)
         return job.status if job else None
     finally:
         await store.close()

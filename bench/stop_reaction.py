@@ -80,7 +80,7 @@ async def main_async(url: str, workspace: str, runs: int, agent_ms: float) -> No
             status = await host.run()
             committed = float(stopper.stdout.readline().split()[1])
             async with store.read() as conn:
-                row = await get_job(conn, job.id)
+                row = await conn.run_sync(get_job, job.id)
             if status != "stopped" or host.raised_at is None:
                 missed += 1
                 continue

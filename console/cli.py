@@ -52,8 +52,8 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
         await control.mark_lost(store, Settings.from_env().lease_s)
         now = store_now()
         async with store.read() as conn:
-            jobs = await list_jobs(conn)
-            wss = await workspaces_for(conn, [j.id for j in jobs])
+            jobs = await conn.run_sync(list_jobs)
+            wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
             print(json.dumps({"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}, indent=2, sort_keys=True))

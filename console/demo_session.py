@@ -137,7 +137,7 @@ def _wait(proc: subprocess.Popen, timeout: float) -> bool:
 async def _wait_for_node(store: Store, run_id: str, node: str, deadline: float) -> bool:
     while time.monotonic() < deadline:
         async with store.read() as conn:
-            job = await get_job(conn, run_id)
+            job = await conn.run_sync(get_job, run_id)
         if job is None or job.status not in ("queued", "running"):
             return False
         if job.status == "running" and job.current_node == node:

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
-from swarmkit.store.queries import count_events_between, events_after_sync, events_before, events_before_sync, find_event_before, get_job_sync
+from swarmkit.store.queries import count_events_between, events_after, events_before, find_event_before, get_job
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.log_tail import LogTail
 from swarmkit.widgets.safe_text import safe
@@ -127,7 +127,7 @@ class LogScreen(Screen):
 
         async def read():
             store = await self.link.get()
-            return await store.run_read(lambda conn: (events_before_sync(conn, job_id, None, PAGE), get_job_sync(conn, job_id)))
+            return await store.run_read(lambda conn: (events_before(conn, job_id, None, PAGE), get_job(conn, job_id)))
 
         try:
             events, job = await self.link.shielded(read())
@@ -158,7 +158,7 @@ class LogScreen(Screen):
 
         async def read():
             store = await self.link.get()
-            return await store.run_read(lambda conn: (events_after_sync(conn, job_id, after, FOLLOW_BATCH), get_job_sync(conn, job_id)))
+            return await store.run_read(lambda conn: (events_after(conn, job_id, after, FOLLOW_BATCH), get_job(conn, job_id)))
 
         try:
             events, job = await self.link.shielded(read())
@@ -198,7 +198,7 @@ class LogScreen(Screen):
         async def read():
             store = await self.link.get()
             async with store.read() as conn:
-                return await events_before(conn, self.job.id, before_id, PAGE)
+                return await conn.run_sync(events_before, self.job.id, before_id, PAGE)
 
         try:
             events = await self.link.shielded(read())
@@ -257,10 +257,10 @@ class LogScreen(Screen):
             async def read():
                 store = await self.link.get()
                 async with store.read() as conn:
-                    found = await find_event_before(conn, self.job.id, term, first_id)
+                    found = await conn.run_sync(find_event_before, self.job.id, term, first_id)
                     if found is None:
                         return None, [], False
-                    between = await count_events_between(conn, self.job.id, found.id, first_id, SEARCH_REACH + 1)
+                    between = await conn.run_sync(count_events_between, self.job.id, found.id, first_id, SEARCH_REACH + 1)
                 if between > SEARCH_REACH:
                     return found, [], True
                 # Everything from the match to what is loaded, in short read
@@ -269,7 +269,7 @@ class LogScreen(Screen):
                 before, full = first_id, False
                 while True:
                     async with store.read() as conn:
-                        page = await events_before(conn, self.job.id, before, 2000)
+                        page = await conn.run_sync(events_before, self.job.id, before, 2000)
                     full = len(page) == 2000
                     if not page:
                         break

@@ -344,10 +344,10 @@ class MainScreen(Screen):
     async def _read_detail(self, key: str):
         store = await self.link.get()
         async with store.read() as conn:
-            job = await get_job(conn, key)
-            cps = await checkpoints_for(conn, key)
-            trail = await audit_for(conn, key)
-            wss = (await workspaces_for(conn, [key]))[key]
+            job = await conn.run_sync(get_job, key)
+            cps = await conn.run_sync(checkpoints_for, key)
+            trail = await conn.run_sync(audit_for, key)
+            wss = (await conn.run_sync(workspaces_for, [key]))[key]
         return job, cps, trail, wss
 
     @work(group="detail")
@@ -551,7 +551,7 @@ class MainScreen(Screen):
         async def read():
             store = await self.link.get()
             async with store.read() as conn:
-                return await get_job(conn, run_id), (await workspaces_for(conn, [run_id]))[run_id]
+                return await conn.run_sync(get_job, run_id), (await conn.run_sync(workspaces_for, [run_id]))[run_id]
 
         try:
             job, wss = await self.link.shielded(read())

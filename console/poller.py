@@ -38,17 +38,17 @@ from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
 from swarmkit.store.clock import store_now
 from swarmkit.store.queries import (
     ChangeMarker,
-    change_marker_sync,
-    count_live_workers_sync,
-    get_job_sync,
-    get_jobs_sync,
-    jobs_changed_after_sync,
-    lease_expired_sync,
-    list_jobs_sync,
-    running_active_since_sync,
-    skewed_workers_sync,
-    status_counts_sync,
-    updated_between_sync,
+    change_marker,
+    count_live_workers,
+    get_job,
+    get_jobs,
+    jobs_changed_after,
+    lease_expired,
+    list_jobs,
+    running_active_since,
+    skewed_workers,
+    status_counts,
+    updated_between,
 )
 from swarmkit.store.records import STALL_AFTER, JobRecord
 
@@ -270,10 +270,10 @@ class Poller:
     def _tx(self, conn, plan: _Plan) -> _Read:
         """One poll's reads, in one transaction. Runs on the store's thread: reads the poller, never changes it."""
         got = _Read()
-        if plan.check_lease and lease_expired_sync(conn, plan.lease_s):
+        if plan.check_lease and lease_expired(conn, plan.lease_s):
             got.lease_expired = True
             return got
-        marker = change_marker_sync(conn, plan.window_after)
+        marker = change_marker(conn, plan.window_after)
         got.marker = marker
         prev = plan.previous
         full = plan.full or prev is None or prev.latest is None or marker.latest is None
@@ -290,21 +290,21 @@ class Poller:
                 # What changed since the newest update seen last time, whole;
                 # and the updates just before it (a write that committed late,
                 # or came from a lagging clock), narrow first: most are held already.
-                changed = jobs_changed_after_sync(conn, prev.latest)
-                got.narrow = updated_between_sync(conn, prev.latest - SKEW, prev.latest)
+                changed = jobs_changed_after(conn, prev.latest)
+                got.narrow = updated_between(conn, prev.latest - SKEW, prev.latest)
                 cache = self._cache
                 missed = [job_id for job_id, at in got.narrow if (held := cache.get(job_id)) is None or held.updated_at != at]
-                got.rows = changed + get_jobs_sync(conn, missed)
+                got.rows = changed + get_jobs(conn, missed)
         if full:
             got.full = True
-            got.rows = list_jobs_sync(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter)
-            got.counts = status_counts_sync(conn)
+            got.rows = list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter)
+            got.counts = status_counts(conn)
         elif plan.event_since is not None:
-            got.running = running_active_since_sync(conn, plan.event_since)
+            got.running = running_active_since(conn, plan.event_since)
         if plan.focus is not None:
-            got.focus = get_job_sync(conn, plan.focus)
-        got.workers = count_live_workers_sync(conn, plan.lease_s)
-        got.skewed = skewed_workers_sync(conn, plan.lease_s)
+            got.focus = get_job(conn, plan.focus)
+        got.workers = count_live_workers(conn, plan.lease_s)
+        got.skewed = skewed_workers(conn, plan.lease_s)
         return got
 
     # --- what the poller holds ---------------------------------------------------

@@ -186,7 +186,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
     if status == "abandoned":
         try:
             async with store.read() as conn:
-                now_row = await get_job(conn, job_id)
+                now_row = await conn.run_sync(get_job, job_id)
         except STORE_FAULTS:
             now_row = None
         if now_row is not None and now_row.epoch != epoch:
@@ -199,7 +199,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         )
         return EXIT_FAIL
     async with store.read() as conn:
-        job = await get_job(conn, job_id)
+        job = await conn.run_sync(get_job, job_id)
     if job is None:
         err(f"{sid} {status}, and its row is gone from {store.loc.display}")
         return EXIT_FAIL
@@ -214,7 +214,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         return EXIT_OK
     if status == "cancelled":
         async with store.read() as conn:
-            kept = [w.path for w in (await workspaces_for(conn, [job_id]))[job_id] if w.state == "kept"]
+            kept = [w.path for w in (await conn.run_sync(workspaces_for, [job_id]))[job_id] if w.state == "kept"]
         where = f"; its workspace is kept at {', '.join(plain(p) for p in kept)}" if kept else ""
         say(f"{sid} cancelled{where}.")
         return EXIT_FAIL
@@ -321,8 +321,8 @@ async def cmd_logs(args) -> int:
         while True:
             try:
                 async with store.read() as conn:
-                    batch = await events_after(conn, job.id, last, limit=2000)
-                    current = await get_job(conn, job.id) if args.follow and len(batch) < 2000 else None
+                    batch = await conn.run_sync(events_after, job.id, last, limit=2000)
+                    current = await conn.run_sync(get_job, job.id) if args.follow and len(batch) < 2000 else None
                 for ev in batch:
                     print(_event_line(ev))
                     last = ev.id
@@ -337,7 +337,7 @@ async def cmd_logs(args) -> int:
                 if current is None or current.status not in (QUEUED, RUNNING):
                     # One more read: events written just before the end.
                     async with store.read() as conn:
-                        for ev in await events_after(conn, job.id, last, limit=100000):
+                        for ev in await conn.run_sync(events_after, job.id, last, limit=100000):
                             print(_event_line(ev))
                             last = ev.id
                     print(f"-- {job.short_id} is {current.status if current else 'gone'} --")
@@ -380,7 +380,7 @@ async def cmd_status(args) -> int:
         if run_ref:
             job = await control.resolve_run(store, run_ref)
             async with store.read() as conn:
-                ws = (await workspaces_for(conn, [job.id]))[job.id]
+                ws = (await conn.run_sync(workspaces_for, [job.id]))[job.id]
             view = merged_view(job, ws, now)
             if args.json:
                 print(json.dumps(view, indent=2, sort_keys=True))
@@ -394,8 +394,8 @@ async def cmd_status(args) -> int:
                     print(f"{key:>20}: {plain(value if value is not None else '-')}")
             return EXIT_OK
         async with store.read() as conn:
-            jobs = await list_jobs(conn, ended_limit=10**9 if args.all else 50)
-            wss = await workspaces_for(conn, [j.id for j in jobs]) if args.json else {}
+            jobs = await conn.run_sync(list_jobs, ended_limit=10**9 if args.all else 50)
+            wss = await conn.run_sync(workspaces_for, [j.id for j in jobs]) if args.json else {}
         if args.json:
             print(json.dumps([merged_view(j, wss.get(j.id, []), now) for j in jobs], indent=2, sort_keys=True))
         else:

@@ -87,10 +87,10 @@ async def resolve_run(store: Store, ref: str) -> JobRecord:
     """A run by its id or any unique prefix of it."""
     ref = (ref or "").strip()
     async with store.read() as conn:
-        job = await get_job(conn, ref.lower()) if len(ref) == 32 else None
+        job = await conn.run_sync(get_job, ref.lower()) if len(ref) == 32 else None
         if job is not None:
             return job
-        found = await jobs_by_prefix(conn, ref, limit=11)
+        found = await conn.run_sync(jobs_by_prefix, ref, limit=11)
     if not found:
         raise RunNotFound(f"no run matches {ref!r} in {store.loc.display}")
     if len(found) > 1:
@@ -102,7 +102,7 @@ async def resolve_run(store: Store, ref: str) -> JobRecord:
 
 async def _reload(store: Store, job_id: str) -> JobRecord:
     async with store.read() as conn:
-        job = await get_job(conn, job_id)
+        job = await conn.run_sync(get_job, job_id)
     if job is None:  # deleted under us
         raise RunNotFound(f"run {job_id[:8]} no longer exists in {store.loc.display}")
     return job
@@ -306,7 +306,7 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
                 await record_event(conn, job.id, "run.claimed", f"claimed by {host_name()} pid {os.getpid()} (epoch {job.epoch + 1})", at=now)
                 # Read in the claim's own transaction: the epoch this claim
                 # set, never the next owner's that a later read might find.
-                claimed = await get_job(conn, job.id)
+                claimed = await conn.run_sync(get_job, job.id)
         if res.rowcount == 1:
             return ActResult(DONE, True, f"resuming {job.short_id} here at agent {job.step + 1}/{job.steps} (was {job.status}).", claimed), claimed
         job = await _reload(store, job.id)
@@ -354,7 +354,7 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> Jo
             await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
             # Read in the claim's own transaction: a claim whose row could
             # not be read back is rolled back, never left unhosted.
-            return await get_job(conn, job_id)
+            return await conn.run_sync(get_job, job_id)
     return None
 
 
@@ -499,4 +499,4 @@ def no_worker_hint(short_id: str) -> str:
 
 async def live_worker_count(store: Store, lease_s: float) -> int:
     async with store.read() as conn:
-        return len(await live_workers(conn, lease_s))
+        return len(await conn.run_sync(live_workers, lease_s))

@@ -642,7 +642,7 @@ class RunHost:
 
     async def _already(self, conn, status: str) -> bool:
         """After a lost commit answer: did our first attempt already move the row?"""
-        job = await get_job(conn, self.job_id)
+        job = await conn.run_sync(get_job, self.job_id)
         return job is not None and job.epoch == self.epoch and job.status == status
 
     async def _end(self, status: str, *, error: str | None = None, allow_if_cancel: bool = False) -> bool:
@@ -727,7 +727,7 @@ class RunHost:
                 if res.rowcount != 1:
                     if await self._already(conn, status):
                         return
-                    job = await get_job(conn, self.job_id)
+                    job = await conn.run_sync(get_job, self.job_id)
                     if job and job.status == RUNNING and job.epoch == self.epoch and job.cancel_requested_at is not None:
                         raise RunCancelledError(self.job_id)
                     raise FencedError(self.job_id)
@@ -772,8 +772,8 @@ class RunHost:
                     await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT, b_mono=boot_clock()))
                     await record_workspace(conn, self.job_id, path)
                     self.workspace = path
-                    cp = await latest_checkpoint(conn, self.job_id)
-                    logged = await log_bytes(conn, self.job_id)
+                    cp = await conn.run_sync(latest_checkpoint, self.job_id)
+                    logged = await conn.run_sync(log_bytes, self.job_id)
                 return stamped, cp, logged
 
             stamped, cp, logged = await self._retrying("taking the run", claim_here)
@@ -913,7 +913,7 @@ async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Setti
 
     async def read():
         async with store.read() as conn:
-            return await get_job(conn, job_id)
+            return await conn.run_sync(get_job, job_id)
 
     async def fault(error: str) -> None:
         now = store_now()

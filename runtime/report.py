@@ -109,7 +109,7 @@ def runs_table(jobs: list[JobRecord], now: datetime) -> str:
 
 
 def clock_warning(skewed: list[tuple[str, float]]) -> str | None:
-    """Words for workers whose wall clocks are off the store's (`queries.skewed_workers_sync`), worst first.
+    """Words for workers whose wall clocks are off the store's (`queries.skewed_workers`), worst first.
 
     Swarmkit decides leases and ages on the store's clock, so nothing goes
     wrong; but what those hosts log and show in local time is off by as much.

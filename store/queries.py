@@ -1,4 +1,9 @@
-"""Read queries. Each takes a connection inside a short transaction and returns records."""
+"""Read queries. Each takes a connection inside a short transaction and returns records.
+
+Each is written once, as a plain function of a sync `Connection`: run it whole in its own
+transaction through `Store.run_read` (on SQLite, one hop to the store thread), or inside an
+open `AsyncConnection` through `await conn.run_sync(query, ...)`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, bindparam, cast, func, select, type_coerce
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from . import clock
 from .models import (
@@ -84,26 +88,14 @@ def _job(row) -> JobRecord:
     return job
 
 
-async def get_job(conn: AsyncConnection, job_id: str) -> JobRecord | None:
-    row = (await conn.execute(select(*_JOB_COLS).where(jobs.c.id == job_id))).first()
-    return _job(row) if row else None
-
-
-async def jobs_by_prefix(conn: AsyncConnection, prefix: str, limit: int = 20) -> list[JobRecord]:
+def jobs_by_prefix(conn: Connection, prefix: str, limit: int = 20) -> list[JobRecord]:
     # Ids are lowercase hex; anything else cannot match, and the LIKE pattern
     # must never carry the caller's wildcards.
     prefix = prefix.strip().lower()
     if not prefix or any(ch not in "0123456789abcdef" for ch in prefix):
         return []
     stmt = select(*_JOB_COLS).where(jobs.c.id.like(prefix + "%")).order_by(jobs.c.created_at.desc()).limit(limit)
-    return [_job(r) for r in await conn.execute(stmt)]
-
-
-async def get_jobs(conn: AsyncConnection, ids: Iterable[str]) -> list[JobRecord]:
-    ids = list(ids)
-    if not ids:
-        return []
-    return [_job(r) for r in await conn.execute(select(*_JOB_COLS).where(jobs.c.id.in_(ids)))]
+    return [_job(r) for r in conn.execute(stmt)]
 
 
 _ACTIVE = sorted(ACTIVE_STATUSES)
@@ -130,28 +122,14 @@ def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | N
     return stmts
 
 
-async def list_jobs(
-    conn: AsyncConnection,
-    *,
-    include_ended: bool = True,
-    ended_limit: int = 200,
-    text_filter: str | None = None,
-) -> list[JobRecord]:
-    """Active runs (all of them), then the most recent ended ones, bounded."""
-    out: list[JobRecord] = []
-    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter):
-        out.extend(_job(r) for r in await conn.execute(stmt))
-    return out
-
-
-def list_jobs_sync(
+def list_jobs(
     conn: Connection,
     *,
     include_ended: bool = True,
     ended_limit: int = 200,
     text_filter: str | None = None,
 ) -> list[JobRecord]:
-    """`list_jobs` on a sync connection (inside `Store.run_read`)."""
+    """Active runs (all of them), then the most recent ended ones, bounded."""
     out: list[JobRecord] = []
     for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter):
         out.extend(_job(r) for r in conn.execute(stmt))
@@ -194,14 +172,7 @@ def _marker(row, window_after: datetime | None) -> ChangeMarker:
     return ChangeMarker(latest, int(row[1]), int(row[2]) if window_after is not None else 0, window_after)
 
 
-async def change_marker(conn: AsyncConnection, window_after: datetime | None = None) -> ChangeMarker:
-    if window_after is None:
-        return _marker((await conn.execute(_MARKER)).one(), None)
-    return _marker((await conn.execute(_MARKER_W, {"b_window_after": window_after})).one(), window_after)
-
-
-def change_marker_sync(conn: Connection, window_after: datetime | None = None) -> ChangeMarker:
-    """`change_marker` on a sync connection (inside `Store.run_read`)."""
+def change_marker(conn: Connection, window_after: datetime | None = None) -> ChangeMarker:
     if window_after is None:
         return _marker(conn.execute(_MARKER).one(), None)
     return _marker(conn.execute(_MARKER_W, {"b_window_after": window_after}).one(), window_after)
@@ -215,12 +186,12 @@ _GET_JOBS = select(*_JOB_COLS).where(jobs.c.id.in_(bindparam("b_ids", expanding=
 
 
 
-def jobs_changed_after_sync(conn: Connection, after: datetime) -> list[JobRecord]:
+def jobs_changed_after(conn: Connection, after: datetime) -> list[JobRecord]:
     """Rows updated strictly after `after` (the newest update a reader saw last time)."""
     return [_job(r) for r in conn.execute(_CHANGED_AFTER, {"b_after": after})]
 
 
-def updated_between_sync(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, datetime]]:
+def updated_between(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, datetime]]:
     """(id, updated_at) of the rows updated in [start, end]: a narrow read of the updated_at index's range.
 
     A reader that already holds most of them fetches whole rows only for the
@@ -230,8 +201,9 @@ def updated_between_sync(conn: Connection, start: datetime, end: datetime) -> li
     return [(r[0], r[1]) for r in conn.execute(_UPDATED_BETWEEN, {"b_from": start, "b_to": end})]
 
 
-def get_jobs_sync(conn: Connection, ids: Sequence[str]) -> list[JobRecord]:
-    return [_job(r) for r in conn.execute(_GET_JOBS, {"b_ids": list(ids)})] if ids else []
+def get_jobs(conn: Connection, ids: Iterable[str]) -> list[JobRecord]:
+    ids = list(ids)
+    return [_job(r) for r in conn.execute(_GET_JOBS, {"b_ids": ids})] if ids else []
 
 
 _EVENT_FIELDS = tuple(EventRecord.__dataclass_fields__)
@@ -257,12 +229,7 @@ _EVENTS_AFTER = (
 )
 
 
-async def events_after(conn: AsyncConnection, job_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
-    return [_event(r) for r in await conn.execute(_EVENTS_AFTER, {"b_job": job_id, "b_after": after_id, "b_limit": limit})]
-
-
-def events_after_sync(conn: Connection, job_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
-    """`events_after` on a sync connection (inside `Store.run_read`: one hop per read, for a log that follows fast)."""
+def events_after(conn: Connection, job_id: str, after_id: int = 0, limit: int = 1000) -> list[EventRecord]:
     return [_event(r) for r in conn.execute(_EVENTS_AFTER, {"b_job": job_id, "b_after": after_id, "b_limit": limit})]
 
 
@@ -273,43 +240,36 @@ def _events_before_stmt(job_id: str, before_id: int | None, limit: int):
     return select(*_EVENT_COLS).where(*cond).order_by(events.c.id.desc()).limit(limit)
 
 
-async def events_before(conn: AsyncConnection, job_id: str, before_id: int | None = None, limit: int = 200) -> list[EventRecord]:
+def events_before(conn: Connection, job_id: str, before_id: int | None = None, limit: int = 200) -> list[EventRecord]:
     """The `limit` events just before `before_id` (the last page when None), oldest first."""
-    rows = [_event(r) for r in await conn.execute(_events_before_stmt(job_id, before_id, limit))]
-    rows.reverse()
-    return rows
-
-
-def events_before_sync(conn: Connection, job_id: str, before_id: int | None = None, limit: int = 200) -> list[EventRecord]:
-    """`events_before` on a sync connection (inside `Store.run_read`)."""
     rows = [_event(r) for r in conn.execute(_events_before_stmt(job_id, before_id, limit))]
     rows.reverse()
     return rows
 
 
-async def log_bytes(conn: AsyncConnection, job_id: str) -> int:
+def log_bytes(conn: Connection, job_id: str) -> int:
     """Bytes (UTF-8) of log text a run has written so far: where its log cap stands (a resumed run carries it on)."""
     size = func.octet_length(events.c.text) if conn.dialect.name == "postgresql" else func.length(cast(events.c.text, LargeBinary))
     stmt = select(func.coalesce(func.sum(size), 0)).where(events.c.job_id == job_id, events.c.kind == "log")
-    return int(await conn.scalar(stmt) or 0)
+    return int(conn.scalar(stmt) or 0)
 
 
-async def count_events(conn: AsyncConnection, job_id: str) -> int:
-    return int(await conn.scalar(select(func.count()).select_from(events).where(events.c.job_id == job_id)) or 0)
+def count_events(conn: Connection, job_id: str) -> int:
+    return int(conn.scalar(select(func.count()).select_from(events).where(events.c.job_id == job_id)) or 0)
 
 
-async def audit_for(conn: AsyncConnection, job_id: str | None = None, limit: int = 500) -> list[AuditRecord]:
+def audit_for(conn: Connection, job_id: str | None = None, limit: int = 500) -> list[AuditRecord]:
     stmt = select(audit).order_by(audit.c.id).limit(limit)
     if job_id is not None:
         stmt = stmt.where(audit.c.job_id == job_id)
     out = []
-    for r in await conn.execute(stmt):
+    for r in conn.execute(stmt):
         m = r._mapping
         out.append(AuditRecord(m["id"], m["at"], m["actor"], m["action"], m["job_id"], audit_detail(m["detail"])))
     return out
 
 
-async def workspaces_for(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[str, list[WorkspaceRecord]]:
+def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[WorkspaceRecord]]:
     out: dict[str, list[WorkspaceRecord]] = {jid: [] for jid in job_ids}
     if not job_ids:
         return out
@@ -318,43 +278,43 @@ async def workspaces_for(conn: AsyncConnection, job_ids: Sequence[str]) -> dict[
         .where(workspaces.c.job_id.in_(list(job_ids)))
         .order_by(workspaces.c.id)
     )
-    for r in await conn.execute(stmt):
+    for r in conn.execute(stmt):
         out.setdefault(r.job_id, []).append(WorkspaceRecord(**r._mapping))
     return out
 
 
-async def checkpoints_for(conn: AsyncConnection, job_id: str) -> list[CheckpointRecord]:
+def checkpoints_for(conn: Connection, job_id: str) -> list[CheckpointRecord]:
     stmt = (
         select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.step)
     )
-    return [CheckpointRecord(**r._mapping) for r in await conn.execute(stmt)]
+    return [CheckpointRecord(**r._mapping) for r in conn.execute(stmt)]
 
 
-async def latest_checkpoint(conn: AsyncConnection, job_id: str) -> CheckpointRecord | None:
+def latest_checkpoint(conn: Connection, job_id: str) -> CheckpointRecord | None:
     stmt = (
         select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.step.desc())
         .limit(1)
     )
-    row = (await conn.execute(stmt)).first()
+    row = conn.execute(stmt).first()
     return CheckpointRecord(**row._mapping) if row else None
 
 
-async def live_workers(conn: AsyncConnection, lease_s: float) -> list[WorkerRecord]:
+def live_workers(conn: Connection, lease_s: float) -> list[WorkerRecord]:
     """Workers that have not stopped and heart-beat within the lease (on the store's clock)."""
     sqlite = conn.dialect.name == "sqlite"
     stmt = select(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite))
-    return [WorkerRecord(**r._mapping) for r in await conn.execute(stmt, clock.age_params(lease_s, sqlite))]
+    return [WorkerRecord(**r._mapping) for r in conn.execute(stmt, clock.age_params(lease_s, sqlite))]
 
 
 _STATUS_COUNTS = select(jobs.c.status, func.count()).group_by(jobs.c.status)
 
 
 
-def status_counts_sync(conn: Connection) -> dict[str, int]:
+def status_counts(conn: Connection) -> dict[str, int]:
     """Every status and its count: a walk of the whole status index (milliseconds at 100,000 runs)."""
     return {status: int(n) for status, n in conn.execute(_STATUS_COUNTS)}
 
@@ -364,18 +324,18 @@ def status_counts_sync(conn: Connection) -> dict[str, int]:
 
 
 
-async def find_event_before(conn: AsyncConnection, job_id: str, needle: str, before_id: int | None = None) -> EventRecord | None:
+def find_event_before(conn: Connection, job_id: str, needle: str, before_id: int | None = None) -> EventRecord | None:
     """The newest event of a run, older than `before_id`, whose text or node holds `needle` (case-insensitive)."""
     like = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     cond = [events.c.job_id == job_id, events.c.text.ilike(like, escape="\\") | events.c.node.ilike(like, escape="\\")]
     if before_id is not None:
         cond.append(events.c.id < before_id)
     stmt = select(*_EVENT_COLS).where(*cond).order_by(events.c.id.desc()).limit(1)
-    row = (await conn.execute(stmt)).first()
+    row = conn.execute(stmt).first()
     return _event(row) if row else None
 
 
-async def count_events_between(conn: AsyncConnection, job_id: str, from_id: int, before_id: int, cap: int) -> int:
+def count_events_between(conn: Connection, job_id: str, from_id: int, before_id: int, cap: int) -> int:
     """How many of a run's events have `from_id <= id < before_id`, counting no further than `cap`."""
     inner = (
         select(events.c.id)
@@ -383,10 +343,10 @@ async def count_events_between(conn: AsyncConnection, job_id: str, from_id: int,
         .limit(cap)
         .subquery()
     )
-    return int(await conn.scalar(select(func.count()).select_from(inner)) or 0)
+    return int(conn.scalar(select(func.count()).select_from(inner)) or 0)
 
 
-# --- Sync forms for the console's poll, run whole inside `Store.run_read` ------
+# --- For the console's poll, run whole inside `Store.run_read` ----------------
 # (on SQLite: one thread hop per poll instead of one per statement).
 
 _GET_JOB = select(*_JOB_COLS).where(jobs.c.id == bindparam("b_id"))
@@ -408,18 +368,18 @@ _WORKER_SKEW = {
 }
 
 
-def get_job_sync(conn: Connection, job_id: str) -> JobRecord | None:
+def get_job(conn: Connection, job_id: str) -> JobRecord | None:
     row = conn.execute(_GET_JOB, {"b_id": job_id}).first()
     return _job(row) if row else None
 
 
-def lease_expired_sync(conn: Connection, lease_s: float) -> bool:
+def lease_expired(conn: Connection, lease_s: float) -> bool:
     """Is any running row's heartbeat older than the lease? (What `control.mark_lost` would mark.)"""
     sqlite = conn.dialect.name == "sqlite"
     return conn.execute(_LEASE_EXPIRED[sqlite], clock.age_params(lease_s, sqlite)).first() is not None
 
 
-def running_active_since_sync(conn: Connection, since: datetime) -> list[JobRecord]:
+def running_active_since(conn: Connection, since: datetime) -> list[JobRecord]:
     """Running rows whose `last_event_at` moved past `since`: log lines and
     heartbeats do not touch `updated_at`, and the shown statuses (stalled)
     and the last-work column are derived from it. (A pass over the running
@@ -428,12 +388,12 @@ def running_active_since_sync(conn: Connection, since: datetime) -> list[JobReco
 
 
 
-def count_live_workers_sync(conn: Connection, lease_s: float) -> int:
+def count_live_workers(conn: Connection, lease_s: float) -> int:
     sqlite = conn.dialect.name == "sqlite"
     return int(conn.execute(_LIVE_WORKERS[sqlite], clock.age_params(lease_s, sqlite)).scalar() or 0)
 
 
-def skewed_workers_sync(conn: Connection, lease_s: float) -> list[tuple[str, float]]:
+def skewed_workers(conn: Connection, lease_s: float) -> list[tuple[str, float]]:
     """(host, offset) of live workers whose clock is more than a few seconds from the store's, worst first."""
     sqlite = conn.dialect.name == "sqlite"
     return [(r[0], float(r[1])) for r in conn.execute(_WORKER_SKEW[sqlite], clock.age_params(lease_s, sqlite))]

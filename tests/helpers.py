@@ -54,28 +54,28 @@ def read(store_url: str, workspace: Path, fn) -> Any:
 def job(store_url: str, workspace: Path, ref: str):
     async def fn(conn):
         if len(ref) == 32:
-            return await get_job(conn, ref)
-        found = await jobs_by_prefix(conn, ref)
+            return await conn.run_sync(get_job, ref)
+        found = await conn.run_sync(jobs_by_prefix, ref)
         return found[0] if len(found) == 1 else None
 
     return read(store_url, workspace, fn)
 
 
 def events(store_url: str, workspace: Path, job_id: str):
-    return read(store_url, workspace, lambda c: events_after(c, job_id, 0, limit=100000))
+    return read(store_url, workspace, lambda c: c.run_sync(events_after, job_id, 0, limit=100000))
 
 
 def audit(store_url: str, workspace: Path, job_id: str):
-    return read(store_url, workspace, lambda c: audit_for(c, job_id))
+    return read(store_url, workspace, lambda c: c.run_sync(audit_for, job_id))
 
 
 def checkpoints(store_url: str, workspace: Path, job_id: str):
-    return read(store_url, workspace, lambda c: checkpoints_for(c, job_id))
+    return read(store_url, workspace, lambda c: c.run_sync(checkpoints_for, job_id))
 
 
 def workspaces(store_url: str, workspace: Path, job_id: str):
     async def fn(conn):
-        return (await workspaces_for(conn, [job_id]))[job_id]
+        return (await conn.run_sync(workspaces_for, [job_id]))[job_id]
 
     return read(store_url, workspace, fn)
 

@@ -249,7 +249,7 @@ def looked_at(cli: Cli, rid: str) -> str:
     async def go(store):
         await control.mark_lost(store, LEASE_S)
         async with store.read() as conn:
-            return (await get_job(conn, rid)).status
+            return (await conn.run_sync(get_job, rid)).status
 
     return with_store(cli.store_url, cli.workspace, go)
 
@@ -463,7 +463,7 @@ def watch_until_lost(cli: Cli, rid: str, agents: list[tuple[int, str]], timeout:
                     dead_at = time.monotonic()
                 await control.mark_lost(store, LEASE_S)
                 async with store.read() as conn:
-                    status = (await get_job(conn, rid)).status
+                    status = (await conn.run_sync(get_job, rid)).status
                 if status == "lost":
                     return dead_at, time.monotonic()
                 assert status == "running", status

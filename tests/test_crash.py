@@ -74,7 +74,7 @@ def looked_at(cli: Cli, ids: list[str]) -> dict[str, str]:
     async def go(store):
         await control.mark_lost(store, LEASE_S)
         async with store.read() as conn:
-            return {j.id: j.status for j in await get_jobs(conn, ids)}
+            return {j.id: j.status for j in await conn.run_sync(get_jobs, ids)}
 
     return with_store(cli.store_url, cli.workspace, go)
 

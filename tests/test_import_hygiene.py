@@ -83,3 +83,27 @@ def test_nothing_names_the_parts_by_their_folder():
         for m in OLD_NAMES.finditer(path.read_text(encoding="utf-8")):
             found.append(f"{path.relative_to(ROOT)}: {m.group(0).strip()}")
     assert not found
+
+
+def test_each_query_is_written_once():
+    """One read path: every query in `store/queries.py` is a plain function of a sync `Connection`,
+    run through `Store.run_read` or `AsyncConnection.run_sync`; never an async twin or a `_sync` one."""
+    path = ROOT / "store" / "queries.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    coroutines = [f"{n.name} (line {n.lineno})" for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef)]
+    assert not coroutines, f"async def in store/queries.py: {coroutines}"
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.append(node.id)
+        elif isinstance(node, ast.alias):
+            names.append(node.asname or node.name.split(".")[-1])
+    assert not [n for n in names if n.endswith("_sync")], "a `_sync` twin in store/queries.py"
+
+    import inspect
+
+    from swarmkit.store import queries
+
+    assert not [n for n, v in vars(queries).items() if inspect.iscoroutinefunction(v) or n.endswith("_sync")]

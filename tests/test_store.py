@@ -175,7 +175,7 @@ def test_store_error_for_an_unwritable_folder(tmp_path: Path):
         ro.mkdir()
         (ro / ".swarmkit").write_text("a file where the store folder should be")
         proc = subprocess.run(
-            [sys.executable, "-m", "swarmkit.runtime.cli", "status", str(ro)],
+            [sys.executable, "-m", "swarmkit.runtime.cli", "db", "upgrade", str(ro)],
             cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=60,
         )
         assert proc.returncode == 1 and "cannot create the store" in proc.stderr, proc.stderr

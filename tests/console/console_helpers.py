@@ -90,7 +90,7 @@ async def job_of(store_url: str, workspace: Path, run_id: str) -> JobRecord | No
     store = await Store.open(store_url, workspace)
     try:
         async with store.read() as conn:
-            return await get_job(conn, run_id)
+            return await conn.run_sync(get_job, run_id)
     finally:
         await store.close()
 

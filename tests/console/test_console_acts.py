@@ -62,7 +62,7 @@ async def workspace_states(store_url: str, ws: Path, run_id: str) -> list[str]:
     store = await Store.open(store_url, ws)
     try:
         async with store.read() as conn:
-            return [w.state for w in (await workspaces_for(conn, [run_id]))[run_id]]
+            return [w.state for w in (await conn.run_sync(workspaces_for, [run_id]))[run_id]]
     finally:
         await store.close()
 

@@ -18,9 +18,9 @@ async def look(session: DemoSession):
     store = await Store.open(session.store_url, session.folder, create=False)
     try:
         async with store.read() as conn:
-            jobs = await list_jobs(conn)
-            wss = await workspaces_for(conn, [j.id for j in jobs])
-            logs = {j.id: len(await events_after(conn, j.id, 0, 10_000)) for j in jobs}
+            jobs = await conn.run_sync(list_jobs)
+            wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
+            logs = {j.id: len(await conn.run_sync(events_after, j.id, 0, 10_000)) for j in jobs}
         return jobs, wss, logs
     finally:
         await store.close()
