@@ -10,12 +10,12 @@ import os
 import sys
 
 from swarmkit.runtime import control
-from swarmkit.runtime.report import runs_table
+from swarmkit.runtime.report import clock_warning, runs_table
 from swarmkit.runtime.settings import Settings
 from swarmkit.runtime.text import plain
 from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, resolve_store
 from swarmkit.store.clock import store_now
-from swarmkit.store.queries import list_jobs, workspaces_for
+from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
 from swarmkit.store.records import merged_view
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -49,16 +49,23 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
     # Never creates a store: a mistyped path is an error, not an empty table.
     store = await Store.open(store_url, workspace, create=False, upgrade=False)
     try:
-        await control.mark_lost(store, Settings.from_env().lease_s)
+        lease_s = Settings.from_env().lease_s
+        await control.mark_lost(store, lease_s)
         now = store_now()
+        warning = clock_warning(await store.run_read(lambda c: skewed_workers(c, lease_s)))
         async with store.read() as conn:
             jobs = await conn.run_sync(list_jobs)
             wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
-            print(json.dumps({"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}, indent=2, sort_keys=True))
+            doc = {"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}
+            if warning:
+                doc["clock_warning"] = warning
+            print(json.dumps(doc, indent=2, sort_keys=True))
         else:
             print(f"store: {plain(store.loc.display)}")
+            if warning:
+                print(f"warning: {plain(warning)}")
             # Every line once more through plain(): no column may carry an escape sequence.
             print("\n".join(plain(line) for line in runs_table(jobs, now).split("\n")))
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import QUEUED, RUNNING
-from swarmkit.store.queries import events_after, get_job, list_jobs, workspaces_for
+from swarmkit.store.queries import events_after, get_job, list_jobs, skewed_workers, workspaces_for
 from swarmkit.store.records import EventRecord, merged_view
 
 from . import control
@@ -25,7 +25,7 @@ from .echo import Echo, say
 from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
 from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
-from .report import runs_table
+from .report import clock_warning, runs_table
 from .settings import Settings, default_actor
 from .text import plain
 from .worker import Worker
@@ -375,8 +375,12 @@ async def cmd_status(args) -> int:
         raise UsageError("status takes at most a run id and a workspace")
 
     async def go(store: Store) -> int:
-        await control.mark_lost(store, Settings.from_env().lease_s)
+        lease_s = Settings.from_env().lease_s
+        await control.mark_lost(store, lease_s)
         now = store_now()
+        warning = clock_warning(await store.run_read(lambda c: skewed_workers(c, lease_s)))
+        if warning:
+            err(warning)
         if run_ref:
             job = await control.resolve_run(store, run_ref)
             async with store.read() as conn:

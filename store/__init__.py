@@ -271,13 +271,32 @@ class Store:
 STORE_FAULTS = (StoreError, OperationalError, DBAPIError, OSError, sqlite3.Error)
 
 
+# SQLSTATEs of a server that is briefly away or busy: connection exceptions (08...),
+# an administrator's or a crash's shutdown (57P01, 57P02), a server starting up or
+# shutting down (57P03), too many connections (53300), and the retryable
+# conflicts (40001 serialization, 40P01 deadlock). A restart of the server
+# raises these for a second or two; none of them says anything about the run.
+_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    for e in (exc, getattr(exc, "orig", None), exc.__cause__, exc.__context__):
+        code = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
+        if isinstance(code, str):
+            return code
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
-    """A fault worth retrying: a dropped connection, a store that is briefly away or locked.
+    """A fault worth retrying: a dropped connection, a store that is briefly away, restarting or locked.
 
     Not a constraint violation, not a bad statement: retrying those repeats the fault.
     """
     from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+    code = _sqlstate(exc)
+    if code is not None and code.startswith(_TRANSIENT_SQLSTATES):
+        return True
     if isinstance(exc, (IntegrityError, ProgrammingError)):
         return False
     if isinstance(exc, DBAPIError):
@@ -285,4 +304,6 @@ def is_transient(exc: BaseException) -> bool:
             return True
         name = type(getattr(exc, "orig", None)).__name__
         return any(w in name for w in ("ConnectionDoesNotExist", "ConnectionFailure", "InterfaceError", "CannotConnectNow", "AdminShutdown", "ConnectionRejection"))
+    if type(exc).__module__.startswith("asyncpg") and any(w in type(exc).__name__ for w in ("ConnectionDoesNotExist", "CannotConnectNow", "AdminShutdown", "ConnectionFailure")):
+        return True
     return isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError))

@@ -70,6 +70,14 @@ class PgInstance:
         self._ctl("restart", "-m", "fast")
         return time.monotonic() - t0
 
+    def away_for(self, seconds: float) -> float:
+        """Stop the server (fast), leave it down for `seconds`, start it: an outage longer than a restart."""
+        t0 = time.monotonic()
+        self._ctl("stop", "-m", "fast")
+        time.sleep(seconds)
+        self._ctl("start")
+        return time.monotonic() - t0
+
     def stop(self) -> None:
         try:
             self._ctl("stop", "-m", "immediate")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Cli, hold, release, write_flow
+from .conftest import Cli, child_env, hold, release, write_flow
 from .helpers import FAST_ENV, job, wait_for, workspaces
 from .pg_instance import PgInstance, pg_bin
 
@@ -43,8 +43,14 @@ def clock_env(offset: str | None = None, timestamp_file: Path | None = None, **m
     if offset is not None:
         env["FAKETIME"] = offset
     if timestamp_file is not None:
-        env.update(FAKETIME_TIMESTAMP_FILE=str(timestamp_file), FAKETIME_NO_CACHE="1")
+        env.update(FAKETIME_TIMESTAMP_FILE=str(timestamp_file), FAKETIME_CACHE_DURATION="1")
     return env
+
+
+def cli_console(store_url: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "swarmkit.console.cli", "--store", store_url]
 
 
 def _status(cli: Cli, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -101,6 +107,8 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
         # The clock offsets are recorded and shown.
         r = clis["laptop"].run("status", env=laptop)
         assert "clock of worker host" in r.stderr and ("600s" in r.stderr or "599s" in r.stderr or "601s" in r.stderr), r.stderr
+        once = subprocess.run([*cli_console(pg_url), "--once", "--json"], cwd=ws["laptop"], env=child_env(laptop), capture_output=True, text=True, timeout=60)
+        assert "clock of worker host" in json.loads(once.stdout).get("clock_warning", ""), once.stdout[-500:]
         # A host that dies: its runs go lost within the lease, judged from a skewed laptop.
         os.killpg(ahead.pid, signal.SIGKILL)
         ahead.wait()
@@ -121,7 +129,8 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
     """An NTP step of 60 s forward, then back, on the one machine of a SQLite store, while it hosts a run."""
     clock = tmp_path / "clock"
     clock.write_text("+0\n")
-    env = clock_env(timestamp_file=clock)
+    # A lease with room for a loaded machine: what is judged is a step of ten leases.
+    env = clock_env(timestamp_file=clock, SWARMKIT_LEASE="6", SWARMKIT_HEARTBEAT="0.5")
     cli = Cli(sqlite_url, workspace)
     gates = tmp_path / "gates"
     worker = cli.start("worker", env=env)
@@ -130,7 +139,7 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
         wait_for(lambda: _status(cli, env).get(rid) == "running", timeout=30, interval=0.2, what="the run to start")
         for step in ("+60s", "-60s", "+0"):
             clock.write_text(step + "\n")
-            deadline = time.monotonic() + 2 * float(FAST_ENV["SWARMKIT_LEASE"])
+            deadline = time.monotonic() + 8
             while time.monotonic() < deadline:
                 assert _status(cli, env)[rid] == "running", f"after a clock step of {step} the run was marked lost"
                 time.sleep(0.3)
@@ -154,7 +163,8 @@ def own_pg():
 
 
 def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInstance, tmp_path: Path):
-    """`pg_ctl restart -m fast` twice under a worker hosting four runs: every run completes, none faulted or lost."""
+    """`pg_ctl restart -m fast`, then the server away for 3 s, under a worker hosting four runs: every run
+    completes, none faulted or lost."""
     cli = Cli(own_pg.url, tmp_path)
     env = {"SWARMKIT_LEASE": "10", "SWARMKIT_HEARTBEAT": "0.5"}
     flow = write_flow(tmp_path, "steady", 'name = "steady"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncommand = "sleep 0.7; echo n{i}"\n' for i in range(6)))
@@ -164,12 +174,14 @@ def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInst
     took = []
     try:
         wait_for(lambda: set(_status(cli).values()) == {"running"}, timeout=60, interval=0.2, what="the runs to start")
-        for _ in range(2):
-            took.append(own_pg.restart())
-            time.sleep(1.0)
+        took.append(own_pg.restart())
+        time.sleep(1.0)
+        # And a server away for three seconds (a failover, a slow restart): inside the host's retry budget.
+        took.append(own_pg.away_for(3.0))
         wait_for(lambda: all(s in ("completed", "failed", "faulted", "cancelled") for s in _status(cli).values()), timeout=90, interval=0.5, what="the runs to end")
         seen = _status(cli)
-        assert all(seen[i] == "completed" for i in ids), (seen, took)
+        why = {i[:8]: json.loads(cli.run("status", i, "--json").stdout)["error"] for i in ids if seen[i] != "completed"}
+        assert not why, (why, took)
     finally:
         _stop(worker)
         out = worker.stderr.read() if worker.stderr else ""
