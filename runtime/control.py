@@ -42,6 +42,7 @@ from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, RunNotFound
 from .flow import Flow
+from .flow_modules import collect_modules, encode_modules
 from .settings import Settings, default_actor, host_name
 from .workspaces import apply_policy
 
@@ -127,6 +128,8 @@ async def submit(
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
     actor = actor or default_actor()
+    # Read before the run exists: a module too big to store refuses the submit.
+    modules = encode_modules(collect_modules(flow))
     now = store_now()
     job_id = uuid.uuid4().hex
     values: dict[str, Any] = dict(
@@ -134,6 +137,7 @@ async def submit(
         flow=flow.name,
         flow_path=flow.path,
         flow_source=flow.source,
+        flow_modules=modules,
         inputs=json.dumps(inputs, sort_keys=True),
         status=QUEUED,
         created_at=now,
