@@ -812,15 +812,12 @@ class RunHost:
             self._fenced = True
             # A lapsed lease is this host's silence, not another's claim: the run shows lost, resumable.
             self.final_status = "abandoned" if self._lease_lapsed or self._store_replaced else "fenced"
-        except AgentFault as exc:
+        except (AgentFault, FlowError) as exc:
+            # A callable that cannot be loaded here is the runtime's problem, not the flow's choice.
             await self._flush()
             if not await self._end(FAULTED, error=str(exc), allow_if_cancel=True):
                 await self._end_cancelled(step, node)
         except AgentFailed as exc:
-            await self._flush()
-            if not await self._end(FAILED, error=str(exc)):
-                await self._end_cancelled(step, node)
-        except FlowError as exc:
             await self._flush()
             if not await self._end(FAILED, error=str(exc)):
                 await self._end_cancelled(step, node)
