@@ -21,7 +21,7 @@ from swarmkit.runtime.report import age
 from swarmkit.runtime.settings import default_actor
 from swarmkit.runtime.workspaces import dir_size
 from swarmkit.store import STORE_FAULTS, TERMINAL_STATUSES, StoreError, describe_db_error
-from swarmkit.store.queries import audit_for, checkpoints_for, get_job, workspaces_for
+from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.confirm_dialog import Choice, ConfirmDialog
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
@@ -331,7 +331,8 @@ class MainScreen(Screen):
             detail.show(None, "no run selected" if self.jobs else "no runs shown")
             return
         cached = self._sections.get(job.id)
-        if cached is not None and cached[0] == job.updated_at:
+        # A queued run's row does not change when a worker says it cannot load it: look again.
+        if cached is not None and cached[0] == job.updated_at and job.status != "queued":
             detail.show(detail_data(job, self.clock(), cached[1]))
             return
         if cached is not None:
@@ -348,7 +349,8 @@ class MainScreen(Screen):
             cps = await conn.run_sync(checkpoints_for, key)
             trail = await conn.run_sync(audit_for, key)
             wss = (await conn.run_sync(workspaces_for, [key]))[key]
-        return job, cps, trail, wss
+            recent = await conn.run_sync(events_before, key, None, 50) if job is not None and job.status == "queued" else []
+        return job, cps, trail, wss, recent
 
     @work(group="detail")
     async def _load_detail(self) -> None:
@@ -360,13 +362,13 @@ class MainScreen(Screen):
                 if key is None:
                     continue
                 try:
-                    job, cps, trail, wss = await self.link.shielded(self._read_detail(key))
+                    job, cps, trail, wss, recent = await self.link.shielded(self._read_detail(key))
                 except Exception as exc:  # shown in the banner by the next poll
                     log.info("reading detail of %s failed: %s", key[:8], exc)
                     continue
                 if job is None or self._closing:
                     continue
-                sections = detail_sections(cps, trail, wss)
+                sections = detail_sections(cps, trail, wss, recent)
                 self._sections[key] = (job.updated_at, sections)
                 if len(self._sections) > 64:
                     self._sections.pop(next(iter(self._sections)))

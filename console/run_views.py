@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from swarmkit.runtime.control import UNLOADABLE
 from swarmkit.runtime.report import age, node_cell, requested_by, usage_cell
 from swarmkit.store import TERMINAL_STATUSES, StoreLocation
 from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
@@ -135,7 +136,8 @@ def _detail_text(detail: dict) -> str:
 
 
 def detail_sections(
-    checkpoints: Iterable[CheckpointRecord], audit: Iterable[AuditRecord], workspaces: Iterable[WorkspaceRecord]
+    checkpoints: Iterable[CheckpointRecord], audit: Iterable[AuditRecord], workspaces: Iterable[WorkspaceRecord],
+    recent: Iterable[EventRecord] = (),
 ) -> tuple[DetailSection, ...]:
     cps = list(checkpoints)
     cp_lines = tuple(
@@ -150,7 +152,10 @@ def detail_sections(
     if len(trail) > 20:
         audit_lines = (f"… {len(trail) - 20} earlier",) + audit_lines
     ws_lines = tuple(f"{shown_path(w.path)}  {w.state}  (since {stamp(w.updated_at)})" for w in workspaces)
-    return (
+    # A queued run that workers pass over: which ones, and what they lack.
+    unloadable = tuple(f"{stamp(ev.at)}  {ev.text}" for ev in recent if ev.kind == UNLOADABLE)
+    waiting = (DetailSection("Not claimed", unloadable[-8:]),) if unloadable else ()
+    return waiting + (
         DetailSection("Checkpoints", cp_lines),
         DetailSection("Audit trail", audit_lines),
         DetailSection("Workspaces", ws_lines, empty="none yet (made when an agent first runs)"),

@@ -24,7 +24,8 @@ from typing import Any
 from .agent_context import AgentContext, BadUsage, Usage
 from .agent_process import LEASE_EXPIRED, AgentProcess, LineSink
 from .errors import AgentFailed, AgentFault, FlowError, LeaseLapsedError
-from .flow import Agent, resolve_call
+from .flow import Agent
+from .flow_modules import RunModules
 
 USAGE_KEY = "_usage"
 # What an agent may leave for the host to read: its output, a sync agent's result.
@@ -45,18 +46,6 @@ class ProcessHooks:
     lease_deadline: Callable[[], float | None]
     register: Callable[[AgentProcess], None]
     unregister: Callable[[AgentProcess], None]
-
-
-_CALLS: dict[tuple[str, str | None], Callable[..., Any]] = {}
-
-
-def _resolved(spec: str, flow_path: str | None) -> Callable[..., Any]:
-    """Import an agent's callable once per process, not once per node."""
-    key = (spec, flow_path)
-    fn = _CALLS.get(key)
-    if fn is None:
-        fn = _CALLS[key] = resolve_call(spec, flow_path)
-    return fn
 
 
 def _take_usage(output: dict[str, Any], usage: Usage, node: str) -> dict[str, Any]:
@@ -188,11 +177,15 @@ async def run_command(
         return _take_usage(output, usage, agent.name), usage
 
 
-async def run_sync_call(agent: Agent, ctx: AgentContext, flow_path: str | None, hooks: ProcessHooks) -> tuple[dict[str, Any], Usage]:
+async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hooks: ProcessHooks) -> tuple[dict[str, Any], Usage]:
     """A sync callable, in a child process under the supervisor (see call_child.py)."""
     with tempfile.TemporaryDirectory(prefix="swarmkit-") as io_dir:
         io = Path(io_dir)
-        meta = dict(spec=agent.call, flow_path=flow_path, run_id=ctx.run_id, node=ctx.node, step=ctx.step, workspace=str(ctx.workspace), sys_path=[p for p in sys.path if p])
+        first, look_beside = calls.child_path()
+        meta = dict(
+            spec=agent.call, flow_path=calls.flow_path, look_beside=look_beside, run_id=ctx.run_id, node=ctx.node, step=ctx.step,
+            workspace=str(ctx.workspace), sys_path=first + [p for p in sys.path if p and p not in first],
+        )
         (io / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         (io / "state.json").write_text(json.dumps(ctx.state, sort_keys=True), encoding="utf-8")
         env = _agent_env(ctx.workspace)
@@ -219,13 +212,13 @@ async def run_sync_call(agent: Agent, ctx: AgentContext, flow_path: str | None, 
         return _take_usage(dict(output), ctx.usage, agent.name), ctx.usage
 
 
-def is_async_call(agent: Agent, flow_path: str | None) -> bool:
-    return inspect.iscoroutinefunction(_resolved(agent.call or "", flow_path))
+def is_async_call(agent: Agent, calls: RunModules) -> bool:
+    return inspect.iscoroutinefunction(calls.resolve(agent.call or ""))
 
 
-async def run_call(agent: Agent, ctx: AgentContext, flow_path: str | None) -> tuple[dict[str, Any], Usage]:
+async def run_call(agent: Agent, ctx: AgentContext, calls: RunModules) -> tuple[dict[str, Any], Usage]:
     """An async callable, here on the host's loop: a cancel cancels it (the host escalates one that ignores it)."""
-    fn = _resolved(agent.call or "", flow_path)
+    fn = calls.resolve(agent.call or "")
     try:
         result = await fn(ctx)
     except asyncio.CancelledError:

@@ -5,7 +5,7 @@ a dead host or a lapsed lease can end it for real (SIGINT raises
 KeyboardInterrupt in it; SIGTERM and SIGKILL follow). The host passes the
 state in and reads the result back as JSON files in the node's io folder:
 
-    meta.json    {"spec", "flow_path", "run_id", "node", "step", "workspace", "sys_path"}
+    meta.json    {"spec", "flow_path", "look_beside", "run_id", "node", "step", "workspace", "sys_path"}
     state.json   the run's state
     result.json  written here: {"ok": true, "output": {...}, "usage": {...}}
                  or {"ok": false, "kind": "load" | "raised" | "output", "error": "..."}
@@ -52,7 +52,7 @@ def main(io_dir_arg: str) -> int:
         inputs=dict(state.get("inputs", {})), workspace=Path(meta["workspace"]), _log=log, usage=Usage(),
     )
     try:
-        fn = resolve_call(meta["spec"], meta.get("flow_path"))
+        fn = resolve_call(meta["spec"], meta.get("flow_path"), look_beside=meta.get("look_beside", True))
     except FlowError as exc:
         _write_result(io_dir, {"ok": False, "kind": "load", "error": str(exc)})
         return 3

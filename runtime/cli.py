@@ -225,6 +225,14 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
     return EXIT_FAIL
 
 
+def _module_names(stored: str) -> str:
+    """The names of a run's stored modules, not their sources."""
+    try:
+        return ", ".join(sorted(json.loads(stored))) or "none"
+    except (ValueError, TypeError):
+        return "not readable"
+
+
 async def cmd_run(args) -> int:
     positional = list(args.args)
     if args.resume:
@@ -395,6 +403,8 @@ async def cmd_status(args) -> int:
                         value = ", ".join(f"{w['path']} ({w['state']})" for w in value) or "-"
                     if key == "flow_source":
                         value = f"{len(str(value))} characters"
+                    if key == "flow_modules" and value:
+                        value = f"{_module_names(value)} ({len(value)} characters)"
                     print(f"{key:>20}: {plain(value if value is not None else '-')}")
             return EXIT_OK
         async with store.read() as conn:

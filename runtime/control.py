@@ -42,12 +42,16 @@ from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, RunNotFound
 from .flow import Flow
+from .flow_modules import collect_modules, encode_modules, missing_for_row
 from .settings import Settings, default_actor, host_name
 from .workspaces import carry_out, decide
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
 DONE, REFUSED, USAGE = 0, 1, 2
 _RETRIES = 20
+UNLOADABLE = "run.unloadable"
+# How many runs a worker cannot load it looks past, at most, to find one it can.
+_UNLOADABLE_WINDOW = 1000
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,8 @@ async def submit(
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
     actor = actor or default_actor()
+    # Read before the run exists: a module too big to store refuses the submit.
+    modules = encode_modules(collect_modules(flow))
     now = store_now()
     job_id = uuid.uuid4().hex
     values: dict[str, Any] = dict(
@@ -134,6 +140,7 @@ async def submit(
         flow=flow.name,
         flow_path=flow.path,
         flow_source=flow.source,
+        flow_modules=modules,
         inputs=json.dumps(inputs, sort_keys=True),
         status=QUEUED,
         created_at=now,
@@ -288,6 +295,14 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
     job = await resolve_run(store, ref)
     await mark_lost(store, Settings.from_env().lease_s)
     job = await _reload(store, job.id)
+    missing = missing_for_row(job.flow_source, job.flow_path, job.flow_modules)
+    if missing and (job.status in RESUMABLE_STATUSES or job.status == QUEUED):
+        return ActResult(
+            REFUSED, False,
+            f"cannot host {job.short_id} here: {host_name()} cannot load {'; '.join(missing)}. "
+            "Install it here (or put it on PYTHONPATH), or leave the run to a worker that can.",
+            job,
+        ), None
     for _ in range(_RETRIES):
         if job.status not in RESUMABLE_STATUSES and job.status != QUEUED:
             return _refuse_resume(job), None
@@ -313,20 +328,35 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job), None
 
 
-async def claim_queued(store: Store, limit: int) -> list[JobRecord]:
-    """Claim up to `limit` queued runs; a run claimed by another worker first is skipped."""
+async def claim_queued(store: Store, limit: int, *, worker: str | None = None, told: set[str] | None = None) -> list[JobRecord]:
+    """Claim up to `limit` queued runs; a run claimed by another worker first is skipped.
+
+    A run whose callables cannot be loaded here is not claimed: it stays
+    queued for a worker that can, and an event (`run.unloadable`) names this
+    worker and what it lacks, once per run for each `told` set (a worker's).
+    """
     if limit <= 0:
         return []
+    told = set() if told is None else told
+    # Runs this worker cannot load stay at the head of the queue: look past them.
+    window = limit * 2 + min(len(told), _UNLOADABLE_WINDOW)
     async with store.read() as conn:
         candidates = (
             await conn.execute(
-                select(jobs.c.id, jobs.c.epoch).where(jobs.c.status == QUEUED).order_by(jobs.c.created_at).limit(limit * 2)
+                select(jobs.c.id, jobs.c.epoch, jobs.c.flow_source, jobs.c.flow_path, jobs.c.flow_modules)
+                .where(jobs.c.status == QUEUED).order_by(jobs.c.created_at).limit(window)
             )
         ).all()
     claimed: list[JobRecord] = []
-    for job_id, epoch in candidates:
+    for job_id, epoch, flow_source, flow_path, modules in candidates:
         if len(claimed) >= limit:
             break
+        missing = missing_for_row(flow_source, flow_path, modules)
+        if missing:
+            if job_id not in told:
+                await _tell_unloadable(store, job_id, worker or f"worker on {host_name()}", missing)
+                told.add(job_id)
+            continue
         now = store_now()
         try:
             row = await _claim_one(store, job_id, epoch, now)
@@ -337,6 +367,15 @@ async def claim_queued(store: Store, limit: int) -> list[JobRecord]:
         if row is not None:
             claimed.append(row)
     return claimed
+
+
+async def _tell_unloadable(store: Store, job_id: str, worker: str, missing: list[str]) -> None:
+    text = (
+        f"{worker} (pid {os.getpid()}) cannot load {'; '.join(missing)}; "
+        "left queued for a worker that can (install it there, or put it on PYTHONPATH)"
+    )
+    async with store.write() as conn:
+        await record_event(conn, job_id, UNLOADABLE, text)
 
 
 async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> JobRecord | None:

@@ -25,6 +25,7 @@ from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED, UTCDateTime, checkpoints, events, jobs
 from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
 
+from . import flow_modules
 from .agent_process import AgentProcess, LineSink
 from .agents import ProcessHooks, Usage, is_async_call, make_context, run_call, run_command, run_sync_call
 from .control import record_audit, record_event, state_json, storable
@@ -308,6 +309,8 @@ class RunHost:
         self._node_agent: Agent | None = None
         self._node_in_process = False
         self._escalation: asyncio.Task | None = None
+        # How this run's callables are loaded here; read from the row when the run is taken.
+        self.calls = flow_modules.for_run(flow, None, store.loc.runs_dir)
 
     # --- fencing and retries ------------------------------------------------------
 
@@ -569,11 +572,11 @@ class RunHost:
             coro = run_command(agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, hooks=hooks)
         else:
             ctx = make_context(self.job_id, agent, step, state, self.workspace, emit)
-            if is_async_call(agent, self.flow.path):
+            if is_async_call(agent, self.calls):
                 in_process = True
-                coro = run_call(agent, ctx, self.flow.path)
+                coro = run_call(agent, ctx, self.calls)
             else:
-                coro = run_sync_call(agent, ctx, self.flow.path, hooks)
+                coro = run_sync_call(agent, ctx, self.calls, hooks)
         self._node_task = task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
         self._node_agent, self._node_in_process, self._escalation = agent, in_process, None
         if self._cancel is not None or self._fenced:
@@ -774,9 +777,11 @@ class RunHost:
                     self.workspace = path
                     cp = await conn.run_sync(latest_checkpoint, self.job_id)
                     logged = await conn.run_sync(log_bytes, self.job_id)
-                return stamped, cp, logged
+                    modules = await conn.scalar(select(jobs.c.flow_modules).where(jobs.c.id == self.job_id))
+                return stamped, cp, logged, modules
 
-            stamped, cp, logged = await self._retrying("taking the run", claim_here)
+            stamped, cp, logged, modules = await self._retrying("taking the run", claim_here)
+            self.calls = flow_modules.for_run(self.flow, modules, self.store.loc.runs_dir)
             self._renewed(stamped)
             lease_watch = asyncio.create_task(self._lease_watch(), name=f"lease-{self.job_id[:8]}")
             state: dict[str, Any] = json.loads(cp.state) if cp else {"inputs": {}}
@@ -819,15 +824,12 @@ class RunHost:
             self._fenced = True
             # A lapsed lease is this host's silence, not another's claim: the run shows lost, resumable.
             self.final_status = "abandoned" if self._lease_lapsed or self._store_replaced else "fenced"
-        except AgentFault as exc:
+        except (AgentFault, FlowError) as exc:
+            # A callable that cannot be loaded here is the runtime's problem, not the flow's choice.
             await self._flush()
             if not await self._end(FAULTED, error=str(exc), allow_if_cancel=True):
                 await self._end_cancelled(step, node)
         except AgentFailed as exc:
-            await self._flush()
-            if not await self._end(FAILED, error=str(exc)):
-                await self._end_cancelled(step, node)
-        except FlowError as exc:
             await self._flush()
             if not await self._end(FAILED, error=str(exc)):
                 await self._end_cancelled(step, node)

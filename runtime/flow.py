@@ -139,16 +139,23 @@ def load_flow(path: str | Path, *, check_calls: bool = True) -> Flow:
     return flow
 
 
-def resolve_call(spec: str, flow_path: str | None = None) -> Callable[..., Any]:
-    """Import `module:attr`, looking beside the flow file first."""
-    if flow_path:
+def resolve_call(
+    spec: str,
+    flow_path: str | None = None,
+    *,
+    look_beside: bool = True,
+    import_module: Callable[[str], Any] = importlib.import_module,
+) -> Callable[..., Any]:
+    """Import `module:attr`, looking beside the flow file first unless told not to
+    (a run's stored modules say where its callables come from: see flow_modules.py)."""
+    if flow_path and look_beside:
         folder = str(Path(flow_path).parent)
         if folder not in sys.path:
             sys.path.insert(0, folder)
     module_name, _, attr = spec.partition(":")
     where = flow_path or "<flow>"
     try:
-        module = importlib.import_module(module_name)
+        module = import_module(module_name)
     except ImportError as exc:
         raise FlowError(f"{where}: agent callable {spec!r}: cannot import module {module_name!r} ({exc})") from None
     except Exception as exc:  # the module itself raised while importing

@@ -40,6 +40,8 @@ class Worker:
         self.name = f"worker {self.id[:8]}@{host_name()}"
         self._draining = asyncio.Event()
         self._wake = asyncio.Event()
+        # Queued runs this worker cannot load and has said so about (once each).
+        self._told_unloadable: set[str] = set()
 
     async def _register(self) -> None:
         await self.store.keep_time()
@@ -104,7 +106,7 @@ class Worker:
                     try:
                         await mark_lost(self.store, self.settings.lease_s)
                         free = self.concurrency - len(self.hosted)
-                        for job in await claim_queued(self.store, free):
+                        for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable):
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {job.step + 1}/{job.steps}")
                             self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
                     except StoreReplaced:
