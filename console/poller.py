@@ -91,6 +91,7 @@ class _Plan:
     full: bool
     check_lease: bool
     lease_s: float
+    now: datetime  # the console's clock, for whether a worker is live
     previous: ChangeMarker | None
     expect: tuple[int, int] | None  # (active, window) the cache holds, unfiltered only
     window_after: datetime | None
@@ -249,6 +250,7 @@ class Poller:
             full=full,
             check_lease=self.detect_lost,
             lease_s=self.lease_s,
+            now=self.clock(),
             previous=self._marker,
             expect=(self._n_active, self._n_window) if unfiltered else None,
             window_after=self._window_after if unfiltered else None,
@@ -303,8 +305,8 @@ class Poller:
             got.running = running_active_since(conn, plan.event_since)
         if plan.focus is not None:
             got.focus = get_job(conn, plan.focus)
-        got.workers = count_live_workers(conn, plan.lease_s)
-        got.skewed = skewed_workers(conn, plan.lease_s)
+        got.workers = count_live_workers(conn, plan.lease_s, plan.now)
+        got.skewed = skewed_workers(conn, plan.lease_s, plan.now)
         return got
 
     # --- what the poller holds ---------------------------------------------------

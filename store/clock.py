@@ -97,9 +97,9 @@ def stale(table: Table, sqlite: bool) -> ColumnElement[bool]:
     if not sqlite:
         return by_wall
     mono = table.c.heartbeat_mono
+    # Spelled so that no branch is NULL: NOT (NULL OR ...) would hide a live row.
     return or_(
-        mono < bindparam("b_mono_cutoff"),
-        mono > bindparam("b_mono_future"),
+        and_(mono.is_not(None), or_(mono < bindparam("b_mono_cutoff"), mono > bindparam("b_mono_future"))),
         and_(mono.is_(None), by_wall),  # a row stamped before migration 0003
     )
 
@@ -108,8 +108,9 @@ def fresh(table: Table, sqlite: bool) -> ColumnElement[bool]:
     return and_(table.c.heartbeat_at.is_not(None), not_(stale(table, sqlite)))
 
 
-def age_params(age_s: float, sqlite: bool) -> dict[str, Any]:
-    params: dict[str, Any] = {"b_cutoff": store_now() - timedelta(seconds=age_s)}
+def age_params(age_s: float, sqlite: bool, now: datetime | None = None) -> dict[str, Any]:
+    """`now`: judge by another clock than the store's (a console frozen in time for its snapshots)."""
+    params: dict[str, Any] = {"b_cutoff": (now or store_now()) - timedelta(seconds=age_s)}
     if sqlite:
         now = boot_clock()
         params.update(b_mono_cutoff=now - age_s, b_mono_future=now + 1.0)

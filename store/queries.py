@@ -388,12 +388,12 @@ def running_active_since(conn: Connection, since: datetime) -> list[JobRecord]:
 
 
 
-def count_live_workers(conn: Connection, lease_s: float) -> int:
+def count_live_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> int:
     sqlite = conn.dialect.name == "sqlite"
-    return int(conn.execute(_LIVE_WORKERS[sqlite], clock.age_params(lease_s, sqlite)).scalar() or 0)
+    return int(conn.execute(_LIVE_WORKERS[sqlite], clock.age_params(lease_s, sqlite, now)).scalar() or 0)
 
 
-def skewed_workers(conn: Connection, lease_s: float) -> list[tuple[str, float]]:
+def skewed_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> list[tuple[str, float]]:
     """(host, offset) of live workers whose clock is more than a few seconds from the store's, worst first."""
     sqlite = conn.dialect.name == "sqlite"
-    return [(r[0], float(r[1])) for r in conn.execute(_WORKER_SKEW[sqlite], clock.age_params(lease_s, sqlite))]
+    return [(r[0], float(r[1])) for r in conn.execute(_WORKER_SKEW[sqlite], clock.age_params(lease_s, sqlite, now))]

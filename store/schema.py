@@ -70,6 +70,7 @@ class SchemaState:
     known: bool  # this code knows `current`
     may_write: bool
     store_id: str | None
+    foreign: tuple[str, ...] = ()  # tables of something that is not a Swarmkit store
 
     @property
     def up_to_date(self) -> bool:
@@ -83,6 +84,8 @@ def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
     if schema is not None and not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
         return SchemaState(None, head, None, True, False, None)
     current = MigrationContext.configure(conn).get_current_revision()
+    if current is None:
+        return SchemaState(None, head, None, True, False, None, tuple(sorted(inspect(conn).get_table_names())))
     facts: dict[str, str] = {}
     if current is not None and "swarmkit_meta" in inspect(conn).get_table_names():
         facts = {k: v for k, v in conn.execute(text("SELECT key, value FROM swarmkit_meta"))}
@@ -92,19 +95,19 @@ def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
     return SchemaState(current, head, min_writer, is_known, may_write, facts.get("store_id"))
 
 
-def _refuse_foreign(conn: Connection, display: str) -> None:
+def _refuse_foreign(found: tuple[str, ...] | list[str], display: str, postgresql: bool) -> None:
     """A database that is not (yet) a Swarmkit store: only an empty one may become one."""
-    found = sorted(inspect(conn).get_table_names())
     if found:
-        hint = " (on PostgreSQL, name a schema of its own with ?schema=NAME)" if conn.dialect.name == "postgresql" else ""
+        hint = " (on PostgreSQL, name a schema of its own with ?schema=NAME)" if postgresql else ""
         raise StoreError(
             f"{display} is not a Swarmkit store: it holds tables Swarmkit did not make ({', '.join(found[:8])}); "
             f"name an empty file or a new database{hint}. It was left untouched."
         )
 
 
-def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool) -> bool:
+def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool, postgresql: bool = False) -> bool:
     """Raise unless the store may be used as it is; True when it must be migrated (and may be)."""
+    _refuse_foreign(state.foreign, display, postgresql)
     if state.current is None:
         if not create:
             raise NoStoreError(f"no store at {display}")
@@ -131,7 +134,7 @@ def _migrate(conn: Connection, display: str) -> None:
     from alembic import command
 
     if MigrationContext.configure(conn).get_current_revision() is None:
-        _refuse_foreign(conn, display)
+        _refuse_foreign(sorted(inspect(conn).get_table_names()), display, conn.dialect.name == "postgresql")
     cfg = _config()
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, "head")
@@ -147,7 +150,7 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool
     async with engine.connect() as conn:
         state = await conn.run_sync(read_schema, loc.schema)
         await conn.rollback()
-    if not _judge(state, loc.display, create=create, upgrade=upgrade):
+    if not _judge(state, loc.display, create=create, upgrade=upgrade, postgresql=not loc.is_sqlite):
         return state.current, state.current or state.head
     if loc.read_only:
         raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({state.current or 'empty'}, wanted {state.head}); it cannot be migrated")
@@ -157,7 +160,7 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool
             if loc.schema:
                 await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{loc.schema}"'))
         state = await conn.run_sync(read_schema, None)
-        if _judge(state, loc.display, create=create, upgrade=upgrade):
+        if _judge(state, loc.display, create=create, upgrade=upgrade, postgresql=not loc.is_sqlite):
             await conn.run_sync(_migrate, loc.display)
     return state.current, state.head
 
