@@ -7,7 +7,9 @@ outlive the loop it was made on.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -34,6 +36,47 @@ class StoreUrlError(StoreError):
     pass
 
 
+MASK = "***"
+# `scheme://user:password@`: the user part stops at the first `:`, the password
+# runs to the last `@` of the word (a raw URL may hold an unescaped `@` in it).
+_USERINFO_PASSWORD = re.compile(r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s'\"]*@")
+# `?password=...`, `&password=...`, and libpq's `password=...` keyword form;
+# punctuation that ends a sentence after the value is the sentence's.
+_PARAM_PASSWORD = re.compile(r"(?i)(?<![A-Za-z0-9])(password=)[^&\s'\"]*?(?=[:,;.)\]]*(?:[&\s'\"]|$))")
+
+
+def masked(text_or_url: object) -> str:
+    """The text (or URL) with every password in it shown as `***`.
+
+    Store URLs, driver errors and agents' log lines are read on every machine
+    that shares the store, and printed into terminals and CI logs: each of
+    those goes through here before it is shown or stored.
+    """
+    if isinstance(text_or_url, URL):
+        text = text_or_url.render_as_string(hide_password=True)
+    else:
+        text = str(text_or_url)
+    if "://" in text:
+        text = _USERINFO_PASSWORD.sub(lambda m: m["pre"] + MASK + "@", text)
+    if "=" in text:
+        text = _PARAM_PASSWORD.sub(lambda m: m[1] + MASK, text)
+    return text
+
+
+class MaskedFormatter(logging.Formatter):
+    """Log records as `masked` shows them: an exception logged from a driver may quote its DSN."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return masked(super().format(record))
+
+
+def log_to_stderr(level: str, prefix: str) -> None:
+    """What hosts and verbs log goes to stderr at `level`, passwords masked."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(MaskedFormatter(f"{prefix}: %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
 @dataclass(frozen=True)
 class StoreLocation:
     url: URL
@@ -51,7 +94,7 @@ class StoreLocation:
     @property
     def display(self) -> str:
         """The URL with any password hidden, for headers and messages."""
-        shown = self.url.render_as_string(hide_password=True)
+        shown = masked(self.url)
         if self.schema:
             shown += f" (schema {self.schema})"
         return shown
@@ -79,13 +122,15 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
-        raise StoreUrlError(f"store URL {raw!r} does not parse: {exc}") from None
+        # The parser's own message quotes the raw string too.
+        raise StoreUrlError(masked(f"store URL {raw!r} does not parse: {exc}")) from None
+    shown = masked(url)
     backend = url.get_backend_name()
     schema: str | None = None
     if backend == "sqlite":
         url = url.set(drivername="sqlite+aiosqlite")
         if not url.database or url.database == ":memory:":
-            raise StoreUrlError(f"store URL {raw!r} names no database file (an in-memory SQLite store is private to one process)")
+            raise StoreUrlError(f"store URL {shown!r} names no database file (an in-memory SQLite store is private to one process)")
         url = url.set(database=str(Path(url.database).expanduser().resolve()))
     elif backend in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+asyncpg")
@@ -94,9 +139,9 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
         schema = given[-1] if isinstance(given, tuple) else given
         url = url.set(query=query)
         if schema is not None and not schema.replace("_", "").isalnum():
-            raise StoreUrlError(f"store URL {raw!r}: schema {schema!r} must be letters, digits and underscores")
+            raise StoreUrlError(f"store URL {shown!r}: schema {masked(schema)!r} must be letters, digits and underscores")
     else:
-        raise StoreUrlError(f"store URL {raw!r}: unsupported database {backend!r} (use sqlite:///path or postgresql://host/db)")
+        raise StoreUrlError(f"store URL {shown!r}: unsupported database {backend!r} (use sqlite:///path or postgresql://host/db)")
     return StoreLocation(url, ws, schema)
 
 
