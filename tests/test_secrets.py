@@ -5,9 +5,15 @@
    unknown database or an impossible schema, or does not answer), not in the
    console's header or `--once [--json]`, whether the password is in the URL's
    user part or in its query (`?password=`).
-2. A password an agent prints, or an error quotes, is masked in the events
+2. Agents get a clean environment: a command agent and a sync `call` agent (a
+   process of its own) running under `SWARMKIT_STORE`, `PG*` and
+   `DATABASE_URL` holding a password see none of them, nor Swarmkit's own
+   settings, and see what the flow's `env` lists (names and `PREFIX*`).
+3. A password an agent prints, or an error quotes, is masked in the events
    and the run's error as the store keeps them, so in `swarmkit logs`, in
    `status --json` and in the foreground run's echo.
+4. A flow's `env` key is checked like every other key: a message naming the
+   file and line.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -99,6 +106,72 @@ def test_the_console_and_the_cli_mask_a_query_password(tmp_path: Path, workspace
         _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+PROBE_MODULE = '''
+import os
+
+
+def probe(ctx):
+    for name in sorted(os.environ):
+        ctx.log(f"call-env {name}={os.environ[name]}")
+'''
+
+HOST_SECRETS = {
+    "PGPASSWORD": SECRET,
+    "PGHOST": "db.internal",
+    "PGUSER": "admin",
+    "DATABASE_URL": f"postgresql://admin:{SECRET}@db.internal/app",
+    "SWARMKIT_SOMETHING_INTERNAL": "internal",
+}
+PASSED = {"SK_TEST_TOKEN": "passed-through", "SK_GLOB_ONE": "one", "SK_GLOB_TWO": "two"}
+NOT_LISTED = {"SK_NOT_LISTED": "not-listed"}
+
+
+def _env_lines(out: str, marker: str) -> dict[str, str]:
+    seen: dict[str, str] = {}
+    for line in out.splitlines():
+        if marker in line:
+            name, _, value = line.split(marker, 1)[1].partition("=")
+            seen[name] = value
+    return seen
+
+
+def test_agents_get_a_clean_environment_and_what_the_flow_lists(cli: Cli, tmp_path: Path):
+    (tmp_path / "sk_env_probe.py").write_text(PROBE_MODULE, encoding="utf-8")
+    flow = write_flow(tmp_path, "envflow", """
+        name = "envflow"
+        env = ["SK_TEST_TOKEN"]
+
+        [[agents]]
+        name = "shell"
+        command = "env | sed 's/^/cmd-env /'"
+        env = ["SK_GLOB_*"]
+
+        [[agents]]
+        name = "python"
+        call = "sk_env_probe:probe"
+    """)
+    host_url = f"postgresql://admin:{SECRET}@db.internal:5432/app"
+    extra = {"SWARMKIT_STORE": host_url, **HOST_SECRETS, **PASSED, **NOT_LISTED}
+    ran = cli.run("run", str(flow), str(cli.workspace), env=extra)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    run_id = ran.stdout.split()[0]
+    logs = cli.run("logs", run_id, str(cli.workspace), check=True).stdout
+    command_env = _env_lines(logs, "cmd-env ")
+    call_env = _env_lines(logs, "call-env ")
+    assert command_env and call_env, logs
+    for who, env in (("the command agent", command_env), ("the sync call agent", call_env)):
+        leaked = sorted(n for n in env if n.startswith("PG") or n == "DATABASE_URL" or n in NOT_LISTED or n in ("SWARMKIT_STORE", "SWARMKIT_SOMETHING_INTERNAL", "SWARMKIT_LEASE", "SWARMKIT_HEARTBEAT"))
+        assert not leaked, f"{who} inherited {leaked}"
+        assert SECRET not in "".join(env.values())
+        assert env.get("SK_TEST_TOKEN") == "passed-through", f"{who} did not get the flow's env: {sorted(env)}"
+        assert env.get("SWARMKIT_RUN_ID", "").startswith(run_id) and env.get("SWARMKIT_NODE") and env.get("PATH")
+        assert "SWARMKIT_HOST_PID" in env and "SWARMKIT_WORKSPACE" in env
+    # An agent's own env adds to the flow's; a trailing * passes a prefix.
+    assert command_env.get("SK_GLOB_ONE") == "one" and command_env.get("SK_GLOB_TWO") == "two"
+    assert "SK_GLOB_ONE" not in call_env
+    assert SECRET not in logs
+
+
 def test_a_password_an_agent_prints_or_raises_is_masked_where_it_is_kept(cli: Cli, tmp_path: Path):
     (tmp_path / "sk_raiser.py").write_text(
         f"def boom(ctx):\n    raise RuntimeError('cannot reach postgresql://alice:{SECRET}@db.internal/app')\n", encoding="utf-8"
@@ -125,3 +198,28 @@ def test_a_password_an_agent_prints_or_raises_is_masked_where_it_is_kept(cli: Cl
     assert "postgresql://alice:***@db.internal/app" in view["error"] and SECRET not in view["error"], view["error"]
     stored = sql(cli.store_url, cli.workspace, "SELECT text FROM events") + sql(cli.store_url, cli.workspace, "SELECT error FROM jobs")
     assert not [row for row in stored if row[0] and SECRET in row[0]]
+
+
+@pytest.mark.parametrize(
+    ("body", "words", "line"),
+    [
+        ('env = "OPENAI_API_KEY"', "env must be a list of variable names", 2),
+        ("env = [1]", "env must be a list of variable names", 2),
+        ('env = ["NOT A NAME"]', "'NOT A NAME' is not a variable name", 2),
+        ('env = ["PGPASSWORD"]', "'PGPASSWORD' is never passed to agents", 2),
+        ('env = ["SWARMKIT_*"]', "'SWARMKIT_*' is never passed to agents", 2),
+        ('[[agents]]\nname = "a"\ncommand = "true"\nenv = ["DATABASE_URL"]', "agent 'a': env: 'DATABASE_URL' is never passed", 2),
+    ],
+)
+def test_a_bad_env_key_is_named_with_its_line(body: str, words: str, line: int, tmp_path: Path):
+    agents = "" if body.startswith("[[agents]]") else '[[agents]]\nname = "a"\ncommand = "true"\n'
+    flow = tmp_path / "bad.toml"
+    flow.write_text(f'name = "bad"\n{body}\n{agents}', encoding="utf-8")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    res = subprocess.run(
+        [sys.executable, "-m", "swarmkit.runtime.cli", "run", "--detach", str(flow), str(ws)],
+        cwd=ws, env=env_for_children(), capture_output=True, text=True, timeout=60,
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"{flow}:{line}:" in res.stderr and words in res.stderr, res.stderr
