@@ -61,13 +61,18 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
         async with store.read() as conn:
             jobs = await conn.run_sync(list_jobs)
             wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
+        stale = store.loc.stale_warning
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
             doc = {"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}
             if warning:
                 doc["clock_warning"] = warning
+            if stale:
+                doc["stale_warning"] = stale
             print(json.dumps(doc, indent=2, sort_keys=True))
         else:
+            if stale:
+                err(f"{store.loc.display}: {stale}")
             print(f"store: {plain(store.loc.display)}")
             if warning:
                 print(f"warning: {plain(warning)}")

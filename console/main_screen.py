@@ -274,6 +274,7 @@ class MainScreen(Screen):
             view=self._view_words(),
             read_only=self.read_only,
             clock=self.clock().strftime("%H:%M:%S UTC"),
+            warning=self.link.stale_warning or "",
         )
 
     def _refresh_header(self) -> None:

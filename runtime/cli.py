@@ -97,7 +97,10 @@ HOSTING_VERBS = frozenset({"run", "worker"})
 async def _open(args) -> Store:
     hosting = args.verb in HOSTING_VERBS
     loc = resolve_store(args.store, getattr(args, "workspace", None))
-    return await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
+    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
+    if store.loc.stale_warning:
+        err(f"{store.loc.display}: {store.loc.stale_warning}")
+    return store
 
 
 async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:

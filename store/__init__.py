@@ -6,7 +6,6 @@ Knows nothing of flows or of any UI.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -30,6 +29,7 @@ from .engine import (
     make_engine,
     make_sync_engine,
     masked,
+    read_only_location,
     read_tx,
     resolve_store,
     write_tx,
@@ -159,7 +159,7 @@ class Store:
         to this code's (see `store.schema`); `migrate=False` skips the schema check altogether."""
         loc = loc or resolve_store(store, workspace)
         if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):  # noqa: ASYNC240
-            loc = dataclasses.replace(loc, read_only=True)
+            loc = read_only_location(loc)
         if loc.is_sqlite:
             identity.check_not_gone(loc, create)
         engine = make_engine(loc, create=create)

@@ -7,13 +7,16 @@ outlive the loop it was made on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -84,8 +87,12 @@ class StoreLocation:
     workspace: Path
     schema: str | None = None
     # A SQLite store whose folder cannot be written (a read-only mount): it is
-    # opened immutable, for looking only; every write is refused as read-only.
+    # opened for looking only; every write is refused as read-only.
     read_only: bool = False
+    # Opened without its WAL (see read_only_location): what it shows is the
+    # last checkpoint, and `stale_warning` says so to whoever looks.
+    immutable: bool = False
+    stale_warning: str | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -174,12 +181,60 @@ def folder_is_read_only(path: Path) -> bool:
     return not os.access(folder, os.W_OK)
 
 
+STALE_WARNING = (
+    "read-only store without its WAL index: what it shows may be stale "
+    "(changes since its last checkpoint are not shown)"
+)
+
+
+def sqlite_file_uri(path: str | os.PathLike) -> str:
+    """A `file:` URI for SQLite: `%`, `?` and `#` in a path are its own, not URI syntax."""
+    return "file:" + quote(os.fspath(path))
+
+
+def _opens_with_wal(path: Path) -> bool:
+    try:
+        conn = sqlite3.connect(f"{sqlite_file_uri(path)}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def read_only_location(loc: StoreLocation) -> StoreLocation:
+    """How to look at a SQLite store whose folder cannot be written.
+
+    SQLite reads the WAL of a read-only store only when its -wal and -shm
+    files are there to read (it cannot create them). Otherwise the store is
+    opened immutable: right when there is no WAL (a clean shutdown leaves
+    none), and stale when committed pages wait in one, which the location
+    then says in `stale_warning`.
+    """
+    path = Path(loc.url.database or "")
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if all(os.access(p, os.R_OK) for p in (wal, shm)) and _opens_with_wal(path):
+        return dataclasses.replace(loc, read_only=True)
+    try:
+        pending = wal.stat().st_size > 0
+    except OSError:
+        pending = False
+    return dataclasses.replace(loc, read_only=True, immutable=True, stale_warning=STALE_WARNING if pending else None)
+
+
 def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
     if not loc.read_only:
         return loc.url.set(drivername=driver)
-    # immutable: no -shm or -wal to create, no locks to take; nobody can write
-    # a store on a read-only mount anyway.
-    return URL.create(driver, database=f"file:{loc.url.database}", query={"mode": "ro", "immutable": "1", "uri": "true"})
+    query = {"mode": "ro", "uri": "true"}
+    if loc.immutable:
+        # No locks and no WAL: the one way to open a WAL store on a read-only
+        # mount that lacks its -shm (read_only_location decides).
+        query["immutable"] = "1"
+    return URL.create(driver, database=sqlite_file_uri(loc.url.database or ""), query=query)
 
 
 PG_IDLE_IN_TRANSACTION_MS = 5000
