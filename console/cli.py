@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import os
 import sys
 
@@ -13,8 +12,9 @@ from swarmkit.runtime import control
 from swarmkit.runtime.report import clock_warning, runs_table
 from swarmkit.runtime.settings import Settings
 from swarmkit.runtime.text import plain
-from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, resolve_store
+from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, masked, resolve_store
 from swarmkit.store.clock import store_now
+from swarmkit.store.engine import log_to_stderr
 from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
 from swarmkit.store.records import merged_view
 
@@ -45,6 +45,11 @@ def build_demo_parser() -> argparse.ArgumentParser:
     return p
 
 
+def err(msg: str) -> None:
+    # Whatever an error quotes (a URL, a driver's DSN), its password stays hidden.
+    print(f"swarmkit-console: {plain(masked(msg))}", file=sys.stderr)
+
+
 async def dump_once(store_url: str | None, workspace: str | None, as_json: bool) -> int:
     # Never creates a store: a mistyped path is an error, not an empty table.
     store = await Store.open(store_url, workspace, create=False, upgrade=False)
@@ -56,13 +61,18 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
         async with store.read() as conn:
             jobs = await conn.run_sync(list_jobs)
             wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
+        stale = store.loc.stale_warning
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
             doc = {"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}
             if warning:
                 doc["clock_warning"] = warning
+            if stale:
+                doc["stale_warning"] = stale
             print(json.dumps(doc, indent=2, sort_keys=True))
         else:
+            if stale:
+                err(f"{store.loc.display}: {stale}")
             print(f"store: {plain(store.loc.display)}")
             if warning:
                 print(f"warning: {plain(warning)}")
@@ -106,7 +116,7 @@ def run_demo(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("SWARMKIT_LOG", "WARNING").upper(), format="swarmkit-console: %(name)s: %(message)s")
+    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit-console")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return run_demo(argv[1:])
@@ -120,25 +130,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         resolve_store(args.store, args.workspace)
     except StoreUrlError as exc:
-        print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+        err(str(exc))
         return EXIT_USAGE
     if args.once:
         try:
             return asyncio.run(dump_once(args.store, args.workspace, args.json))
         except NoStoreError as exc:
-            print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+            err(str(exc))
             return EXIT_USAGE
         except StoreError as exc:
-            print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+            err(str(exc))
             return EXIT_FAIL
         except STORE_FAULTS as exc:
-            print(f"swarmkit-console: store error: {plain(str(exc))}", file=sys.stderr)
+            err(f"store error: {exc}")
             return EXIT_FAIL
     try:
         asyncio.run(_probe(args.store, args.workspace))
     except NoStoreError as exc:
         # A mistyped path or schema is an error to say, not an empty console that waits for ever.
-        print(f"swarmkit-console: {plain(str(exc))}", file=sys.stderr)
+        err(str(exc))
         return EXIT_USAGE
     except (StoreError, *STORE_FAULTS):
         pass  # the console shows it, and retries

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from swarmkit.store import masked
 from swarmkit.store.queries import count_events_between, events_after, events_before, find_event_before, get_job
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.log_tail import LogTail
@@ -134,7 +135,7 @@ class LogScreen(Screen):
         except Exception as exc:
             if self._closing:
                 return
-            self.problem = f"cannot read the log: {exc}"
+            self.problem = masked(f"cannot read the log: {exc}")
             self.query_one("#log-header", Static).update(self._header_text(), layout=False)
             self._timer = self.set_timer(max(self.poll_interval, 1.0), self._open)
             return
@@ -166,7 +167,7 @@ class LogScreen(Screen):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.problem = f"store unavailable: {exc}"
+            self.problem = masked(f"store unavailable: {exc}")
             events, job = [], None
         if self._closing:
             return
@@ -206,7 +207,7 @@ class LogScreen(Screen):
                 return
             self.tail.prepend([log_line(ev) for ev in events], more_older=len(events) == PAGE)
         except Exception as exc:
-            self.notify(safe(f"could not read older lines: {exc}"), severity="error", markup=False)
+            self.notify(safe(masked(f"could not read older lines: {exc}")), severity="error", markup=False)
         finally:
             self._loading_older = False
         self._refresh_status()
@@ -286,7 +287,7 @@ class LogScreen(Screen):
                 if older_events:
                     tail.prepend([log_line(ev) for ev in older_events], more_older=more)
             except Exception as exc:
-                self.search_note = f"search failed: {exc}"
+                self.search_note = masked(f"search failed: {exc}")
                 self._refresh_status()
                 return
             if found is None:

@@ -20,7 +20,7 @@ from swarmkit.runtime.errors import SwarmkitError
 from swarmkit.runtime.report import age
 from swarmkit.runtime.settings import default_actor
 from swarmkit.runtime.workspaces import dir_size
-from swarmkit.store import STORE_FAULTS, TERMINAL_STATUSES, StoreError, describe_db_error
+from swarmkit.store import STORE_FAULTS, TERMINAL_STATUSES, StoreError, describe_db_error, masked
 from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.confirm_dialog import Choice, ConfirmDialog
@@ -45,11 +45,12 @@ SLOW_POLL_S = 3.0
 
 
 def problem_text(exc: BaseException, link: StoreLink) -> str:
+    # The banner is read over shoulders and in screenshots: no password in it.
     if isinstance(exc, StoreError):
-        return str(exc)
+        return masked(str(exc))
     if isinstance(exc, STORE_FAULTS):
         return describe_db_error(exc, link.loc)
-    return f"poll failed: {type(exc).__name__}: {exc}"
+    return masked(f"poll failed: {type(exc).__name__}: {exc}")
 
 
 class MainScreen(Screen):
@@ -273,6 +274,7 @@ class MainScreen(Screen):
             view=self._view_words(),
             read_only=self.read_only,
             clock=self.clock().strftime("%H:%M:%S UTC"),
+            warning=self.link.stale_warning or "",
         )
 
     def _refresh_header(self) -> None:

@@ -33,6 +33,8 @@ class StoreLink:
         self._file_id: tuple[int, int] | None = None
         self._tasks: set[asyncio.Task] = set()
         self._closed = False
+        # Set at each open: a read-only store read without its WAL says so in the header.
+        self.stale_warning: str | None = None
 
     @property
     def display(self) -> str:
@@ -71,6 +73,7 @@ class StoreLink:
             store = await Store.open(loc=self.loc, create=False, upgrade=False, migrate=not self._checked)
             self._checked = True
             self._file_id = self._stat() if self.sqlite_path is not None else None
+            self.stale_warning = store.loc.stale_warning
             self._store = store
         return self._store
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .agent_context import AgentContext, BadUsage, Usage
+from .agent_env import agent_env
 from .agent_process import LEASE_EXPIRED, AgentProcess, LineSink
 from .errors import AgentFailed, AgentFault, FlowError, LeaseLapsedError
 from .flow import Agent
@@ -106,14 +107,6 @@ def _json_object(raw: bytes, agent: Agent, what: str) -> dict[str, Any]:
     return value
 
 
-def _agent_env(workspace: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    # $PPID is the agent's supervisor; this names the hosting process.
-    env["SWARMKIT_HOST_PID"] = str(os.getpid())
-    env["SWARMKIT_WORKSPACE"] = str(workspace)
-    return env
-
-
 async def _supervised(argv: list[str], hooks: ProcessHooks, workspace: Path, env: dict[str, str], agent: Agent) -> int:
     """Run `argv` under the supervisor until it exits; on cancel, escalate and re-raise."""
     proc = AgentProcess(
@@ -160,7 +153,7 @@ async def run_command(
         state_path = Path(io_dir) / "state.json"
         output_path = Path(io_dir) / "output.json"
         state_path.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
-        env = _agent_env(workspace)
+        env = agent_env(workspace, agent.env)
         env.update(
             SWARMKIT_RUN_ID=run_id,
             SWARMKIT_NODE=agent.name,
@@ -188,7 +181,7 @@ async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hook
         )
         (io / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         (io / "state.json").write_text(json.dumps(ctx.state, sort_keys=True), encoding="utf-8")
-        env = _agent_env(ctx.workspace)
+        env = agent_env(ctx.workspace, agent.env, python=True)
         env.update(SWARMKIT_RUN_ID=ctx.run_id, SWARMKIT_NODE=ctx.node, SWARMKIT_STEP=str(ctx.step))
         code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent)
         raw = await asyncio.to_thread(read_agent_file, io / "result.json", "the agent's result")

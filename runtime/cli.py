@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, describe_db_error, is_transient, resolve_store
+from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, describe_db_error, is_transient, masked, resolve_store
 from swarmkit.store.clock import store_now
+from swarmkit.store.engine import log_to_stderr
 from swarmkit.store.models import QUEUED, RUNNING
 from swarmkit.store.queries import events_after, get_job, list_jobs, skewed_workers, workspaces_for
 from swarmkit.store.records import EventRecord, merged_view
@@ -35,7 +36,8 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def err(msg: str) -> None:
-    say(f"swarmkit: {msg}", sys.stderr)
+    # Whatever an error quotes (a URL, a driver's DSN), its password stays hidden.
+    say(f"swarmkit: {masked(msg)}", sys.stderr)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -95,7 +97,10 @@ HOSTING_VERBS = frozenset({"run", "worker"})
 async def _open(args) -> Store:
     hosting = args.verb in HOSTING_VERBS
     loc = resolve_store(args.store, getattr(args, "workspace", None))
-    return await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
+    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
+    if store.loc.stale_warning:
+        err(f"{store.loc.display}: {store.loc.stale_warning}")
+    return store
 
 
 async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
@@ -151,7 +156,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
     echo = Echo()
 
     def on_line(_job_id: str, node: str | None, line: str) -> None:
-        echo(f"  {plain(node or '-', 20)} | {plain(line)}")
+        echo(f"  {plain(node or '-', 20)} | {plain(masked(line))}")
 
     def on_sigint() -> None:
         presses["n"] += 1
@@ -445,7 +450,7 @@ COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("SWARMKIT_LOG", "WARNING").upper(), format="swarmkit: %(name)s: %(message)s")
+    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit")
     parser = build_parser()
     # argparse fills a `*` positional from one contiguous stretch only, so
     # `run flow.toml --input k=v WORKSPACE` would leave WORKSPACE over.

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from swarmkit.store import STORE_FAULTS, Store, clock
 from swarmkit.store.clock import boot_clock, store_now
-from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S
+from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, masked
 from swarmkit.store.models import (
     CANCELLED,
     DEFERRED,
@@ -79,7 +79,13 @@ async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: s
 
 
 def storable(text: str) -> str:
-    """PostgreSQL text cannot hold NUL; the same stand-in on both stores keeps them alike."""
+    """Text as the store keeps it: every machine sharing the store reads it.
+
+    A password in it (an agent that printed a store URL, a driver's error
+    quoting its DSN) is masked. PostgreSQL text cannot hold NUL; the same
+    stand-in on both stores keeps them alike.
+    """
+    text = masked(text)
     return text.replace("\x00", "\u2400") if "\x00" in text else text
 
 

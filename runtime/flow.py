@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .agent_env import withheld
 from .errors import FlowError
 
 _CALL_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces"}
-_AGENT_KEYS = {"name", "command", "call", "approve", "description"}
+_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env"}
+_AGENT_KEYS = {"name", "command", "call", "approve", "description", "env"}
+# A variable's name, or a prefix of names written `PREFIX*` (see agent_env.py).
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,8 @@ class Agent:
     command: str | None = None
     call: str | None = None
     approve: bool = False
+    # The variables passed through to its process: the flow's `env`, then its own.
+    env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class Flow:
     path: str | None = None
     # Completed and failed runs destroy their workspaces unless the flow keeps them.
     keep_workspaces: bool = False
+    env: tuple[str, ...] = ()
 
     @property
     def steps(self) -> int:
@@ -50,6 +56,18 @@ def _key_line(source: str, key: str) -> int | None:
         if re.match(rf"^\s*{re.escape(key)}\s*=", line):
             return i + 1
     return None
+
+
+def _env_list(value: Any, what: str) -> tuple[str, ...] | str:
+    """The names of an `env` key, or what is wrong with it."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return f'{what} must be a list of variable names, like env = ["OPENAI_API_KEY", "MY_*"]'
+    for name in value:
+        if not _ENV_RE.match(name):
+            return f"{what}: {name!r} is not a variable name (letters, digits and underscores; a trailing * passes every name that begins so)"
+        if withheld(name.rstrip("*")):
+            return f"{what}: {name!r} is never passed to agents (the store's URL, PG* credentials and Swarmkit's own variables stay with the host)"
+    return tuple(dict.fromkeys(value))
 
 
 def parse_flow(source: str, path: str | None = None) -> Flow:
@@ -71,7 +89,7 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
 
     unknown = sorted(set(data) - _FLOW_KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description and [[agents]])", _key_line(source, unknown[0]))
+        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env and [[agents]])", _key_line(source, unknown[0]))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise fail('a flow needs a name: add  name = "my-flow"', _key_line(source, "name"))
@@ -82,6 +100,9 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
         raise fail("a flow needs at least one [[agents]] table")
     if not isinstance(agents_raw, list) or not agents_raw:
         raise fail("`agents` must be an array of tables written [[agents]]", _key_line(source, "agents"))
+    flow_env = _env_list(data.get("env", []), "env")
+    if isinstance(flow_env, str):
+        raise fail(flow_env, _key_line(source, "env"))
     lines = _agent_lines(source)
     agents: list[Agent] = []
     seen: set[str] = set()
@@ -92,7 +113,7 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
             raise fail(f"{label} must be a table", line)
         unknown = sorted(set(raw) - _AGENT_KEYS)
         if unknown:
-            raise fail(f"{label}: unknown key {unknown[0]!r} (an agent has name, command or call, approve)", line)
+            raise fail(f"{label}: unknown key {unknown[0]!r} (an agent has name, command or call, approve, env)", line)
         aname = raw.get("name")
         if not isinstance(aname, str) or not aname.strip():
             raise fail(f"{label} needs a name", line)
@@ -112,11 +133,14 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
         approve = raw.get("approve", False)
         if not isinstance(approve, bool):
             raise fail(f"{label}: approve must be true or false", line)
-        agents.append(Agent(name=aname, command=command, call=call, approve=approve))
+        own_env = _env_list(raw.get("env", []), f"{label}: env")
+        if isinstance(own_env, str):
+            raise fail(own_env, line)
+        agents.append(Agent(name=aname, command=command, call=call, approve=approve, env=tuple(dict.fromkeys(flow_env + own_env))))
     keep = data.get("keep_workspaces", False)
     if not isinstance(keep, bool):
         raise fail("keep_workspaces must be true or false", _key_line(source, "keep_workspaces"))
-    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep)
+    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env)
 
 
 def load_flow(path: str | Path, *, check_calls: bool = True) -> Flow:

@@ -6,7 +6,6 @@ Knows nothing of flows or of any UI.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -29,6 +28,8 @@ from .engine import (
     folder_is_read_only,
     make_engine,
     make_sync_engine,
+    masked,
+    read_only_location,
     read_tx,
     resolve_store,
     write_tx,
@@ -77,6 +78,7 @@ __all__ = [
     "StoreUrlError",
     "TERMINAL_STATUSES",
     "describe_db_error",
+    "masked",
     "merged_view",
     "resolve_store",
     "store_now",
@@ -98,7 +100,8 @@ def _free_bytes(folder: Path) -> int | None:
 def describe_db_error(exc: BaseException, loc: StoreLocation) -> str:
     """One line naming the store and what is wrong with it: never the SQL or its parameters."""
     orig = getattr(exc, "orig", None) or exc
-    text = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+    # A driver may quote the DSN it was given, password and all.
+    text = masked(str(orig).strip().splitlines()[0]) if str(orig).strip() else type(orig).__name__
     folder = _sqlite_folder(loc)
     if "file is not a database" in text:
         return f"{loc.display} is not a Swarmkit store (file is not a database)"
@@ -156,7 +159,7 @@ class Store:
         to this code's (see `store.schema`); `migrate=False` skips the schema check altogether."""
         loc = loc or resolve_store(store, workspace)
         if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):  # noqa: ASYNC240
-            loc = dataclasses.replace(loc, read_only=True)
+            loc = read_only_location(loc)
         if loc.is_sqlite:
             identity.check_not_gone(loc, create)
         engine = make_engine(loc, create=create)

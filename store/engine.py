@@ -7,11 +7,16 @@ outlive the loop it was made on.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
+import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -34,6 +39,47 @@ class StoreUrlError(StoreError):
     pass
 
 
+MASK = "***"
+# `scheme://user:password@`: the user part stops at the first `:`, the password
+# runs to the last `@` of the word (a raw URL may hold an unescaped `@` in it).
+_USERINFO_PASSWORD = re.compile(r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@'\"]*:)[^\s'\"]*@")
+# `?password=...`, `&password=...`, and libpq's `password=...` keyword form;
+# punctuation that ends a sentence after the value is the sentence's.
+_PARAM_PASSWORD = re.compile(r"(?i)(?<![A-Za-z0-9])(password=)[^&\s'\"]*?(?=[:,;.)\]]*(?:[&\s'\"]|$))")
+
+
+def masked(text_or_url: object) -> str:
+    """The text (or URL) with every password in it shown as `***`.
+
+    Store URLs, driver errors and agents' log lines are read on every machine
+    that shares the store, and printed into terminals and CI logs: each of
+    those goes through here before it is shown or stored.
+    """
+    if isinstance(text_or_url, URL):
+        text = text_or_url.render_as_string(hide_password=True)
+    else:
+        text = str(text_or_url)
+    if "://" in text:
+        text = _USERINFO_PASSWORD.sub(lambda m: m["pre"] + MASK + "@", text)
+    if "=" in text:
+        text = _PARAM_PASSWORD.sub(lambda m: m[1] + MASK, text)
+    return text
+
+
+class MaskedFormatter(logging.Formatter):
+    """Log records as `masked` shows them: an exception logged from a driver may quote its DSN."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return masked(super().format(record))
+
+
+def log_to_stderr(level: str, prefix: str) -> None:
+    """What hosts and verbs log goes to stderr at `level`, passwords masked."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(MaskedFormatter(f"{prefix}: %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
+
+
 @dataclass(frozen=True)
 class StoreLocation:
     url: URL
@@ -41,8 +87,12 @@ class StoreLocation:
     workspace: Path
     schema: str | None = None
     # A SQLite store whose folder cannot be written (a read-only mount): it is
-    # opened immutable, for looking only; every write is refused as read-only.
+    # opened for looking only; every write is refused as read-only.
     read_only: bool = False
+    # Opened without its WAL (see read_only_location): what it shows is the
+    # last checkpoint, and `stale_warning` says so to whoever looks.
+    immutable: bool = False
+    stale_warning: str | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -51,7 +101,7 @@ class StoreLocation:
     @property
     def display(self) -> str:
         """The URL with any password hidden, for headers and messages."""
-        shown = self.url.render_as_string(hide_password=True)
+        shown = masked(self.url)
         if self.schema:
             shown += f" (schema {self.schema})"
         return shown
@@ -79,13 +129,15 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
-        raise StoreUrlError(f"store URL {raw!r} does not parse: {exc}") from None
+        # The parser's own message quotes the raw string too.
+        raise StoreUrlError(masked(f"store URL {raw!r} does not parse: {exc}")) from None
+    shown = masked(url)
     backend = url.get_backend_name()
     schema: str | None = None
     if backend == "sqlite":
         url = url.set(drivername="sqlite+aiosqlite")
         if not url.database or url.database == ":memory:":
-            raise StoreUrlError(f"store URL {raw!r} names no database file (an in-memory SQLite store is private to one process)")
+            raise StoreUrlError(f"store URL {shown!r} names no database file (an in-memory SQLite store is private to one process)")
         url = url.set(database=str(Path(url.database).expanduser().resolve()))
     elif backend in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+asyncpg")
@@ -94,9 +146,9 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
         schema = given[-1] if isinstance(given, tuple) else given
         url = url.set(query=query)
         if schema is not None and not schema.replace("_", "").isalnum():
-            raise StoreUrlError(f"store URL {raw!r}: schema {schema!r} must be letters, digits and underscores")
+            raise StoreUrlError(f"store URL {shown!r}: schema {masked(schema)!r} must be letters, digits and underscores")
     else:
-        raise StoreUrlError(f"store URL {raw!r}: unsupported database {backend!r} (use sqlite:///path or postgresql://host/db)")
+        raise StoreUrlError(f"store URL {shown!r}: unsupported database {backend!r} (use sqlite:///path or postgresql://host/db)")
     return StoreLocation(url, ws, schema)
 
 
@@ -129,12 +181,60 @@ def folder_is_read_only(path: Path) -> bool:
     return not os.access(folder, os.W_OK)
 
 
+STALE_WARNING = (
+    "read-only store without its WAL index: what it shows may be stale "
+    "(changes since its last checkpoint are not shown)"
+)
+
+
+def sqlite_file_uri(path: str | os.PathLike) -> str:
+    """A `file:` URI for SQLite: `%`, `?` and `#` in a path are its own, not URI syntax."""
+    return "file:" + quote(os.fspath(path))
+
+
+def _opens_with_wal(path: Path) -> bool:
+    try:
+        conn = sqlite3.connect(f"{sqlite_file_uri(path)}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def read_only_location(loc: StoreLocation) -> StoreLocation:
+    """How to look at a SQLite store whose folder cannot be written.
+
+    SQLite reads the WAL of a read-only store only when its -wal and -shm
+    files are there to read (it cannot create them). Otherwise the store is
+    opened immutable: right when there is no WAL (a clean shutdown leaves
+    none), and stale when committed pages wait in one, which the location
+    then says in `stale_warning`.
+    """
+    path = Path(loc.url.database or "")
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if all(os.access(p, os.R_OK) for p in (wal, shm)) and _opens_with_wal(path):
+        return dataclasses.replace(loc, read_only=True)
+    try:
+        pending = wal.stat().st_size > 0
+    except OSError:
+        pending = False
+    return dataclasses.replace(loc, read_only=True, immutable=True, stale_warning=STALE_WARNING if pending else None)
+
+
 def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
     if not loc.read_only:
         return loc.url.set(drivername=driver)
-    # immutable: no -shm or -wal to create, no locks to take; nobody can write
-    # a store on a read-only mount anyway.
-    return URL.create(driver, database=f"file:{loc.url.database}", query={"mode": "ro", "immutable": "1", "uri": "true"})
+    query = {"mode": "ro", "uri": "true"}
+    if loc.immutable:
+        # No locks and no WAL: the one way to open a WAL store on a read-only
+        # mount that lacks its -shm (read_only_location decides).
+        query["immutable"] = "1"
+    return URL.create(driver, database=sqlite_file_uri(loc.url.database or ""), query=query)
 
 
 PG_IDLE_IN_TRANSACTION_MS = 5000

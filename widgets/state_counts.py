@@ -23,6 +23,7 @@ class StoreSummary:
     view: str = ""
     read_only: bool = False
     clock: str = ""
+    warning: str = ""  # e.g. that a read-only store may show stale data
 
 
 def summary_text(s: StoreSummary) -> Text:
@@ -42,6 +43,8 @@ def summary_text(s: StoreSummary) -> Text:
     if s.read_only:
         line.append("   ")
         line.append(" READ-ONLY ", style="bold black on yellow")
+    if s.warning:
+        line.append("   ⚠ " + safe(s.warning), style="bold yellow")
     if s.view:
         line.append("   · " + safe(s.view), style="dim")
     line.append("\n")
