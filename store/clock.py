@@ -112,6 +112,6 @@ def age_params(age_s: float, sqlite: bool, now: datetime | None = None) -> dict[
     """`now`: judge by another clock than the store's (a console frozen in time for its snapshots)."""
     params: dict[str, Any] = {"b_cutoff": (now or store_now()) - timedelta(seconds=age_s)}
     if sqlite:
-        now = boot_clock()
-        params.update(b_mono_cutoff=now - age_s, b_mono_future=now + 1.0)
+        boot = boot_clock()
+        params.update(b_mono_cutoff=boot - age_s, b_mono_future=boot + 1.0)
     return params

@@ -97,7 +97,7 @@ def test_once_on_a_terminal_and_with_hostile_text_writes_no_escape(sqlite_url, w
 
 def test_once_never_creates_a_store(workspace):
     proc = console("--once", str(workspace / "nowhere"))
-    assert proc.returncode == 1 and "no store at" in proc.stderr
+    assert proc.returncode == 2 and "no store at" in proc.stderr
     assert not (workspace / "nowhere").exists()
     proc = console("--json")
     assert proc.returncode == 2
