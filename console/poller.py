@@ -36,6 +36,7 @@ from swarmkit.runtime import control
 from swarmkit.runtime.report import clock_warning
 from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
 from swarmkit.store.clock import store_now
+from swarmkit.store.engine import connect
 from swarmkit.store.queries import (
     ChangeMarker,
     change_marker,
@@ -262,7 +263,7 @@ class Poller:
         if store.loc.is_sqlite:
             # A deferred BEGIN: every statement reads the same snapshot.
             return await store.run_read(lambda conn: self._tx(conn, plan))
-        async with store.engine.connect() as conn:
+        async with connect(store.engine) as conn:
             # PostgreSQL's default READ COMMITTED gives each statement a
             # snapshot of its own; the counts must agree with the rows.
             conn = await conn.execution_options(isolation_level="REPEATABLE READ")

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from swarmkit.store import STORE_FAULTS, Store, clock
 from swarmkit.store.clock import boot_clock, store_now
-from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, masked
+from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, connect, masked
 from swarmkit.store.models import (
     CANCELLED,
     DEFERRED,
@@ -522,7 +522,7 @@ async def _quick_write(store: Store):
         async with store.write() as conn:
             yield conn
         return
-    async with store.engine.connect() as conn:
+    async with connect(store.engine) as conn:
         await conn.exec_driver_sql("PRAGMA busy_timeout=1000")
         await conn.commit()
         try:

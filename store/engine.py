@@ -7,6 +7,7 @@ outlive the loop it was made on.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -314,10 +315,31 @@ def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False)
             conn.exec_driver_sql("BEGIN")
 
 
+class StoreUnavailable(StoreError):
+    """The driver's own error while connecting (asyncpg raises its own types there, unwrapped by
+    SQLAlchemy): the store is away. `is_transient` reads its cause's SQLSTATE."""
+
+
+@asynccontextmanager
+async def connect(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """`async with engine.connect()`, with a driver's raw connect error turned into a store fault."""
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] == "asyncpg":
+            raise StoreUnavailable(masked(str(exc)) or type(exc).__name__) from exc
+        raise
+    try:
+        yield conn
+    finally:
+        await asyncio.shield(conn.close())
+
+
 @asynccontextmanager
 async def write_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A short write transaction: BEGIN IMMEDIATE on SQLite, committed on exit."""
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         await conn.execution_options(swarmkit_write=True)
         async with conn.begin():
             yield conn
@@ -330,6 +352,6 @@ async def read_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     Nothing holds a read snapshot between operations: a long one pins the WAL
     and hides other processes' writes (the stale-flag trap).
     """
-    async with engine.connect() as conn:
+    async with connect(engine) as conn:
         async with conn.begin():
             yield conn

@@ -172,8 +172,11 @@ def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInst
     ids = [cli.run("run", str(flow), "--detach", env=env, check=True).stdout.strip() for _ in range(4)]
     worker = cli.start("worker", "--concurrency", "4", env=env)
     took = []
+    follow = None
     try:
         wait_for(lambda: set(_status(cli).values()) == {"running"}, timeout=60, interval=0.2, what="the runs to start")
+        # An operator's tail rides the restarts out too.
+        follow = cli.start("logs", "-f", ids[0], env=env)
         took.append(own_pg.restart())
         time.sleep(1.0)
         # And a server away for three seconds (a failover, a slow restart): inside the host's retry budget.
@@ -182,8 +185,11 @@ def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInst
         seen = _status(cli)
         why = {i[:8]: json.loads(cli.run("status", i, "--json").stdout)["error"] for i in ids if seen[i] != "completed"}
         assert not why, (why, took)
+        tail, tail_err = follow.communicate(timeout=60)
+        assert follow.returncode == 0 and f"-- {ids[0][:8]} is completed --" in tail, (tail[-500:], tail_err[-1500:])
+        assert all(f"n{i} | n{i}" in tail for i in range(6)), tail[-1500:]
     finally:
-        _stop(worker)
+        _stop(worker, *([follow] if follow else []))
         out = worker.stderr.read() if worker.stderr else ""
     assert "Traceback" not in out, out[-3000:]
     print(f"restarts took {', '.join(f'{t:.2f}s' for t in took)}; every run completed")
