@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, describe_db_error, is_transient, masked, resolve_store
+from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreReplaced, StoreUrlError, describe_db_error, is_transient, masked, resolve_store
 from swarmkit.store.clock import store_now
 from swarmkit.store.engine import log_to_stderr
 from swarmkit.store.models import QUEUED, RUNNING
@@ -198,6 +198,11 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
             # This host was silent past its lease (frozen, cut off), and the run moved on.
             status = "fenced"
     if status == "abandoned":
+        try:
+            store.check_file()
+        except StoreReplaced:
+            err(f"{sid}: this process stopped hosting it and wrote nothing more: the store file it opened is not the one at {store.loc.display} any more.")
+            return EXIT_FAIL
         err(
             f"{sid}: the store stayed out of reach; this process stopped hosting it and wrote nothing more. "
             f"It shows lost once its lease passes; resume it with `swarmkit run --resume {sid}`."
