@@ -24,9 +24,12 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="swarmkit-console",
-        description="Watch and steer Swarmkit runs. `swarmkit-console demo` opens it on a demo store with a live worker.",
+        description=(
+            "Watch and steer Swarmkit runs. `swarmkit-console demo` opens it on a demo store with a live worker; "
+            "`swarmkit-console serve` serves it in a browser (the web extra)."
+        ),
     )
-    p.add_argument("workspace", nargs="?", help="the workspace whose store to open (default: here); `demo` starts the demo")
+    p.add_argument("workspace", nargs="?", help="the workspace whose store to open (default: here); `demo` starts the demo, `serve` serves it in a browser")
     p.add_argument("--store", metavar="URL", help="store URL (default: SWARMKIT_STORE, else <workspace>/.swarmkit/store.db)")
     p.add_argument("--once", action="store_true", help="print the runs and exit")
     p.add_argument("--json", action="store_true", help="with --once: JSON")
@@ -120,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return run_demo(argv[1:])
+    if argv[:1] == ["serve"]:
+        # textual-serve and aiohttp are imported there only: no other use starts slower.
+        from .web import run_serve
+
+        return run_serve(argv[1:], err)
     args = build_parser().parse_args(argv)
     if args.json and not args.once:
         print("swarmkit-console: --json goes with --once", file=sys.stderr)
@@ -144,15 +152,26 @@ def main(argv: list[str] | None = None) -> int:
         except STORE_FAULTS as exc:
             err(f"store error: {exc}")
             return EXIT_FAIL
-    try:
-        asyncio.run(_probe(args.store, args.workspace))
-    except NoStoreError as exc:
-        # A mistyped path or schema is an error to say, not an empty console that waits for ever.
-        err(str(exc))
+    problem = probe_store(args.store, args.workspace)
+    if problem is not None:
+        err(problem)
         return EXIT_USAGE
-    except (StoreError, *STORE_FAULTS):
-        pass  # the console shows it, and retries
     return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll)
+
+
+def probe_store(store_url: str | None, workspace: str | None) -> str | None:
+    """What is wrong with the store, when there is none to open; None when the console can start.
+
+    A mistyped path or schema is an error to say, not an empty console that
+    waits for ever. An unreachable or locked store is not: the console shows
+    it, and retries."""
+    try:
+        asyncio.run(_probe(store_url, workspace))
+    except NoStoreError as exc:
+        return str(exc)
+    except (StoreError, *STORE_FAULTS):
+        pass
+    return None
 
 
 async def _probe(store_url: str | None, workspace: str | None) -> None:

@@ -1,0 +1,279 @@
+"""`swarmkit-console serve`: the console in a browser, through textual-serve.
+
+textual-serve runs one command per browser session (a websocket) and relays
+its terminal. That command is `swarmkit-console` itself (this interpreter,
+`-m swarmkit.console.cli`) on the same store and workspace, with
+`--read-only` unless `--allow-acts`: the browser gets the console the
+terminal gets, built by the same `make_app`, and nothing else.
+
+textual-serve has no authentication of its own, so this module wraps its
+aiohttp application in a middleware (`Guard`):
+
+- With a token (`SWARMKIT_CONSOLE_TOKEN`, or `--token-file`), every request
+  must carry it: `Authorization: Bearer TOKEN`, or `?token=TOKEN` (which
+  answers with a redirect that drops it from the address and sets an HttpOnly
+  cookie), or that cookie. The cookie holds an HMAC of the token, not the
+  token. Every comparison is constant-time (`hmac.compare_digest`). Missing:
+  401; wrong: 403.
+- Without a token it binds loopback only (another `--host` is refused, exit
+  2), and answers only requests whose `Host` is a loopback name, so that a web
+  page cannot reach it through DNS rebinding.
+- Always: a websocket whose `Origin` is another site is refused (403), so a
+  page open in the operator's browser cannot drive the console.
+
+textual-serve (and aiohttp under it) is imported here only, and this module
+only for `serve`: no other use of `swarmkit-console` starts slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import ipaddress
+import os
+import re
+import shlex
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
+MIN_TOKEN_CHARS = 16
+DEFAULT_PORT = 8766
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+INSTALL_HINT = "swarmkit-console serve needs textual-serve: install the web extra, pip install 'swarmkit-run-control[web]'"
+MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+# What a Host header may look like: a name, an IPv4 address or a bracketed IPv6 one, and a port.
+HOST_HEADER = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")
+
+
+class UsageError(Exception):
+    """Bad usage of `serve`: said on stderr, exit 2."""
+
+
+def build_serve_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="swarmkit-console serve",
+        description=(
+            "Serve the console in a browser (textual-serve): each browser session runs its own console on this store. "
+            f"Read-only unless --allow-acts. Loopback only unless a token is set ({TOKEN_ENV} or --token-file)."
+        ),
+    )
+    p.add_argument("workspace", nargs="?", help="the workspace whose store to open (default: here)")
+    p.add_argument("--store", metavar="URL", help="store URL (default: SWARMKIT_STORE, else <workspace>/.swarmkit/store.db)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
+    p.add_argument("--allow-acts", action="store_true", help="let the browser stop, resume, cancel and approve (default: watch only)")
+    p.add_argument("--token-file", metavar="PATH", help=f"a file whose first line is the token (default: {TOKEN_ENV})")
+    p.add_argument("--public-url", metavar="URL", help="the address browsers use, when a proxy stands in front (default: the request's own)")
+    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often each console reads the store (default 1)")
+    return p
+
+
+def is_loopback(host: str) -> bool:
+    """A name or address that only this machine can reach: `localhost`, 127.0.0.0/8, ::1."""
+    host = host.strip().strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(token_file: str | None, environ: Mapping[str, str]) -> str | None:
+    """The token from --token-file (its first line), else the environment; None when neither is set."""
+    if token_file is not None:
+        try:
+            lines = Path(token_file).expanduser().read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"cannot read the token file {token_file}: {exc.strerror or exc}") from None
+        token = lines[0].strip() if lines else ""
+        where = f"the token file {token_file}"
+    else:
+        raw = environ.get(TOKEN_ENV)
+        if raw is None:
+            return None
+        token = raw.strip()
+        where = TOKEN_ENV
+    if len(token) < MIN_TOKEN_CHARS:
+        raise UsageError(f"the token in {where} is {'empty' if not token else 'too short'}: use at least {MIN_TOKEN_CHARS} characters, e.g. from {MAKE_TOKEN}")
+    return token
+
+
+def console_command(workspace: Path, *, read_only: bool, poll: float) -> str:
+    """The shell command textual-serve runs per session: this console, on the same store and workspace."""
+    argv = [sys.executable, "-m", "swarmkit.console.cli", "--poll", repr(poll)]
+    if read_only:
+        argv.append("--read-only")
+    argv.append(str(workspace))
+    return shlex.join(argv)
+
+
+def cookie_name(port: int) -> str:
+    # Cookies ignore ports: one name per port keeps two servers on one host apart.
+    return f"swarmkit_console_{port}"
+
+
+class Guard:
+    """The aiohttp middleware in front of textual-serve's routes: token, Host and Origin checks."""
+
+    __middleware_version__ = 1  # aiohttp's mark of a new-style middleware (what @web.middleware sets)
+
+    def __init__(self, token: str | None, *, port: int, public_url: str | None) -> None:
+        self.token = token.encode("utf-8") if token is not None else None
+        self.cookie = cookie_name(port)
+        # The cookie carries a value derived from the token, never the token itself.
+        self.cookie_value = hmac.new(self.token, b"swarmkit-console session", hashlib.sha256).hexdigest() if self.token else ""
+        self.public_netloc = urlsplit(public_url).netloc.lower() if public_url else None
+        self.secure_cookie = bool(public_url and public_url.lower().startswith("https:"))
+
+    def _matches(self, given: str | None, expected: bytes) -> bool:
+        return given is not None and hmac.compare_digest(given.encode("utf-8"), expected)
+
+    def _bearer(self, request: Any) -> str | None:
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+    async def __call__(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        from aiohttp import web
+
+        host = request.headers.get("Host", "")
+        if not HOST_HEADER.match(host):
+            return web.Response(status=400, text="bad Host header\n")
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            origin = request.headers.get("Origin")
+            if origin is not None and urlsplit(origin).netloc.lower() not in {host.lower(), self.public_netloc}:
+                return web.Response(status=403, text="refused: a websocket from another site\n")
+        if self.token is None:
+            # Loopback names only (and --public-url's, for a proxy on this machine): a page on
+            # another site that resolves its own name to 127.0.0.1 is not let in.
+            if not is_loopback(host.rsplit(":", 1)[0] if not host.endswith("]") else host) and host.lower() != self.public_netloc:
+                return web.Response(status=403, text="refused: this console serves loopback names only (set a token to serve others)\n")
+            return await handler(request)
+        query_token = request.query.get("token")
+        if query_token is not None:
+            if not self._matches(query_token, self.token):
+                return web.Response(status=403, text="refused: wrong token\n")
+            # Good: set the cookie and drop the token from the address bar.
+            rest = [(k, v) for k, v in request.query.items() if k != "token"]
+            target = request.rel_url.with_query(rest) if rest else request.rel_url.with_query(None)
+            resp = web.HTTPSeeOther(location=str(target))
+            resp.set_cookie(self.cookie, self.cookie_value, httponly=True, samesite="Lax", secure=self.secure_cookie, path="/")
+            return resp
+        bearer = self._bearer(request)
+        if bearer is not None:
+            if self._matches(bearer, self.token):
+                return await handler(request)
+            return web.Response(status=403, text="refused: wrong token\n")
+        cookie = request.cookies.get(self.cookie)
+        if cookie is not None:
+            if self._matches(cookie, self.cookie_value.encode("ascii")):
+                return await handler(request)
+            return web.Response(status=403, text="refused: wrong token\n")
+        return web.Response(
+            status=401,
+            text="a token is needed: open this address with ?token=TOKEN, or send Authorization: Bearer TOKEN\n",
+            headers={"WWW-Authenticate": 'Bearer realm="swarmkit-console"'},
+        )
+
+
+def make_server(command: str, *, host: str, port: int, title: str, token: str | None, public_url: str | None, say: Callable[[str], None]) -> Any:
+    """textual-serve's Server with the guard in front and a start-up line of our own."""
+    from aiohttp import web
+    from textual_serve.server import Server
+
+    guard = Guard(token, port=port, public_url=public_url)
+
+    class ConsoleServer(Server):
+        async def _make_app(self) -> web.Application:
+            app = await super()._make_app()
+            app.middlewares.append(guard)
+            return app
+
+        async def handle_index(self, request: web.Request) -> Any:
+            # The page names its websocket by an absolute URL: the address this
+            # browser used (the guard has checked the Host header), unless told.
+            if public_url is None:
+                self.public_url = f"{request.scheme}://{request.host}"
+            return await super().handle_index(request)
+
+        async def on_startup(self, app: web.Application) -> None:
+            pass
+
+        def serve(self, debug: bool = False) -> None:
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop, print=lambda *a: say(shown))
+
+    shown_host = f"[{host}]" if ":" in host else host
+    shown = f"serving the console at http://{shown_host}:{port}/"
+    return ConsoleServer(command, host=host, port=port, title=title, public_url=public_url)
+
+
+def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
+    from swarmkit.store import StoreUrlError, resolve_store
+
+    args = build_serve_parser().parse_args(argv)
+    if not 0 < args.port < 65536:
+        err("--port must be between 1 and 65535")
+        return EXIT_USAGE
+    if args.poll <= 0:
+        err("--poll must be more than zero seconds")
+        return EXIT_USAGE
+    try:
+        token = read_token(args.token_file, os.environ)
+    except UsageError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    if token is None and not is_loopback(args.host):
+        err(
+            f"--host {args.host} reaches beyond this machine, and no token is set: anyone who can reach it could watch "
+            f"{'and steer ' if args.allow_acts else ''}your runs. Set {TOKEN_ENV} (or --token-file) to a secret of at least "
+            f"{MIN_TOKEN_CHARS} characters, e.g. from {MAKE_TOKEN}, or serve on 127.0.0.1"
+        )
+        return EXIT_USAGE
+    try:
+        import aiohttp  # noqa: F401
+        import textual_serve.server  # noqa: F401
+    except ImportError:
+        err(INSTALL_HINT)
+        return EXIT_USAGE
+    try:
+        loc = resolve_store(args.store, args.workspace)
+    except StoreUrlError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    from .cli import probe_store
+
+    problem = probe_store(args.store, args.workspace)
+    if problem is not None:
+        err(problem)
+        return EXIT_USAGE
+    workspace = Path(args.workspace or os.getcwd()).expanduser().resolve()
+    # The sessions find the store through the environment, not their command
+    # line: a store URL's password stays out of every process list.
+    if args.store is not None:
+        raw = args.store.strip()
+        os.environ["SWARMKIT_STORE"] = raw if "://" in raw else str(Path(raw).expanduser().resolve())
+    # And the token stays with the server: no session needs it.
+    os.environ.pop(TOKEN_ENV, None)
+    command = console_command(workspace, read_only=not args.allow_acts, poll=args.poll)
+    mode = "acts allowed" if args.allow_acts else "read-only"
+    say = lambda m: print(f"swarmkit-console serve: {m} ({mode}; store {loc.display}{'; token required' if token else ''})", flush=True)
+    server = make_server(command, host=args.host, port=args.port, title=f"swarmkit-console: {loc.display}", token=token, public_url=args.public_url, say=say)
+    try:
+        server.serve()
+    except OSError as exc:
+        err(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        return EXIT_FAIL
+    return EXIT_OK
