@@ -24,6 +24,7 @@ import psutil
 import pytest
 from console_helpers import init_store, job_of, kill_group, submit
 
+from swarmkit.console.cli import main
 from tests.conftest import await_for, child_env, write_flow
 
 pytestmark = pytest.mark.timeout(60)
@@ -214,28 +215,30 @@ async def test_a_websocket_from_another_site_or_a_rebound_name_is_refused(serve,
     assert served.console_cmdlines() == []
 
 
-def run_serve(*args: str, env: dict[str, str] | None = None, cwd: Path) -> subprocess.CompletedProcess:
-    environment = child_env(env)
-    environment.pop("SWARMKIT_CONSOLE_TOKEN", None)
-    environment.update(env or {})
-    return subprocess.run(serve_argv(*args), cwd=cwd, env=environment, capture_output=True, text=True, timeout=30)
+def test_beyond_loopback_without_a_token_is_refused(workspace, sqlite_url, queued_run, monkeypatch, capsys):
+    # Refused before anything listens, so in this process: `main` as the entry point calls it.
+    monkeypatch.delenv("SWARMKIT_CONSOLE_TOKEN", raising=False)
 
+    def serve_says(*args: str) -> tuple[int, str]:
+        code = main(["serve", *args])
+        return code, capsys.readouterr().err
 
-def test_beyond_loopback_without_a_token_is_refused(workspace, sqlite_url, queued_run):
-    for host in ("0.0.0.0", "::", "example.com"):
-        proc = run_serve("--store", sqlite_url, "--host", host, "--port", str(free_port()), cwd=workspace)
-        assert proc.returncode == 2, proc.stderr
-        assert f"--host {host} reaches beyond this machine, and no token is set" in proc.stderr
-        assert "SWARMKIT_CONSOLE_TOKEN" in proc.stderr and "--token-file" in proc.stderr
+    for host in ("0.0.0.0", "::", "192.0.2.7", "example.com"):
+        code, said = serve_says("--store", sqlite_url, "--host", host, "--port", str(free_port()))
+        assert code == 2, said
+        assert f"--host {host} reaches beyond this machine, and no token is set" in said
+        assert "SWARMKIT_CONSOLE_TOKEN" in said and "--token-file" in said
     # A token too short to be a secret is refused too, wherever it comes from.
-    proc = run_serve("--store", sqlite_url, "--host", "0.0.0.0", env={"SWARMKIT_CONSOLE_TOKEN": "short"}, cwd=workspace)
-    assert proc.returncode == 2 and "too short" in proc.stderr
+    monkeypatch.setenv("SWARMKIT_CONSOLE_TOKEN", "short")
+    code, said = serve_says("--store", sqlite_url, "--host", "0.0.0.0")
+    assert code == 2 and "too short" in said
+    monkeypatch.delenv("SWARMKIT_CONSOLE_TOKEN")
     (workspace / "token").write_text("\n")
-    proc = run_serve("--store", sqlite_url, "--token-file", str(workspace / "token"), cwd=workspace)
-    assert proc.returncode == 2 and "is empty" in proc.stderr
+    code, said = serve_says("--store", sqlite_url, "--token-file", str(workspace / "token"))
+    assert code == 2 and "is empty" in said
     # No store there: said at once, not once per browser session.
-    proc = run_serve(str(workspace / "nowhere"), cwd=workspace)
-    assert proc.returncode == 2 and "no store" in proc.stderr.lower()
+    code, said = serve_says(str(workspace / "nowhere"))
+    assert code == 2 and "no store at" in said
 
 
 def test_without_textual_serve_it_says_to_install_the_web_extra(workspace, sqlite_url, queued_run):
