@@ -81,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_db_parser(sub, _common)
 
+    p = sub.add_parser("serve", help="serve the HTTP API, hosting runs like a worker")
+    _common(p)
+    p.add_argument("workspace", nargs="?")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; beyond loopback needs tokens or --insecure)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one and prints it)")
+    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+    p.add_argument("--flows", metavar="DIR", help="folder of flow files that POST /jobs may start, by name")
+    p.add_argument("--no-host", action="store_true", help="serve the API only; workers elsewhere host the runs")
+    p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")
+    p.add_argument("--insecure", action="store_true", help="allow listening beyond loopback with no token configured")
+
     p = sub.add_parser("status", help="list runs, or show one run")
     _common(p)
     p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]")
@@ -91,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Only verbs that host runs make a store; on a local SQLite file they may upgrade it too.
 # A shared store is upgraded by `swarmkit db upgrade` alone.
-HOSTING_VERBS = frozenset({"run", "worker"})
+HOSTING_VERBS = frozenset({"run", "worker", "serve"})
 
 
 async def _open(args) -> Store:
@@ -441,6 +452,13 @@ class UsageError(Exception):
     pass
 
 
+async def cmd_serve(args) -> int:
+    # Imported here only: no other verb pays for loading FastAPI and uvicorn.
+    from .serve.run import cmd_serve as serve
+
+    return await serve(args)
+
+
 COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
     "run": cmd_run,
     "worker": cmd_worker,
@@ -451,6 +469,7 @@ COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
     "logs": cmd_logs,
     "status": cmd_status,
     "db": cmd_db,
+    "serve": cmd_serve,
 }
 
 
