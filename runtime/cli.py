@@ -23,12 +23,12 @@ from swarmkit.store.records import EventRecord, merged_view
 from . import control
 from .db_verbs import add_db_parser, cmd_db
 from .echo import Echo, say
-from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
+from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageError
 from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
 from .report import clock_warning, runs_table
 from .settings import Settings, default_actor
-from .text import plain
+from .text import plain, plain_lines
 from .worker import Worker
 from .workspaces import sweep
 
@@ -153,10 +153,6 @@ async def cmd_act(args) -> int:
         return res.code
 
     return await with_store(args, go)
-
-
-def plain_lines(text: str) -> str:
-    return "\n".join(plain(line) for line in text.split("\n"))
 
 
 async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
@@ -448,15 +444,13 @@ def describe_store_fault(exc: BaseException, args) -> str:
     return describe_db_error(exc, loc)
 
 
-class UsageError(Exception):
-    pass
-
-
 async def cmd_serve(args) -> int:
     # Imported here only: no other verb pays for loading FastAPI and uvicorn.
+    # `with_store` is handed over: under `python -m` this module is `__main__`,
+    # and the serve package must not import a second copy of it.
     from .serve.run import cmd_serve as serve
 
-    return await serve(args)
+    return await serve(args, with_store)
 
 
 COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {

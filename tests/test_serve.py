@@ -8,31 +8,13 @@ saying the same thing for the same act on the same run.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarmkit.store.models import JOB_COLUMNS
 
 from .conftest import Cli, release, wait_for
-from .serve_helpers import Served, flows
-
-
-@pytest.fixture
-def setup(cli: Cli, tmp_path: Path):
-    gates = tmp_path / "gates"
-    folder = flows(tmp_path / "flows", gates)
-    started: list[Served] = []
-
-    def serve(*args: str, **kw) -> Served:
-        s = Served(cli, "--flows", str(folder), *args, **kw)
-        started.append(s)
-        return s
-
-    yield serve, folder, gates
-    for s in started:
-        s.stop()
+from .serve_helpers import Served
 
 
 def status_of(s: Served, job_id: str) -> str:
@@ -49,8 +31,8 @@ def submit(s: Served, flow: str, **inputs: str) -> dict:
     return resp.json()
 
 
-def test_routes_answer_with_their_codes(cli: Cli, setup):
-    serve, folder, _gates = setup
+def test_routes_answer_with_their_codes(cli: Cli, serving):
+    serve, folder, _gates = serving
     s = serve()
     health = s.client.get("/health").json()
     assert health["ok"] and health["schema_revision"] == health["schema_head"] and health["hosting"]
@@ -58,7 +40,9 @@ def test_routes_answer_with_their_codes(cli: Cli, setup):
     view = submit(s, "quick", who="world")
     assert set(JOB_COLUMNS) <= set(view) and {"display_status", "workspaces", "short_id"} <= set(view)
     assert view["status"] in ("queued", "running") and json.loads(view["inputs"]) == {"who": "world"}
-    done = wait_status(s, view["id"], "completed")
+    wait_status(s, view["id"], "completed")
+    # The host destroys the run's workspace just after the run ends: compare once it has.
+    done = wait_for(lambda: (v := s.client.get(f"/jobs/{view['id']}").json()) and all(w["state"] == "destroyed" for w in v["workspaces"]) and v, what="the workspace to go")
     # The merged view is `swarmkit status ID --json`, column for column.
     cli_view = json.loads(cli.run("status", view["id"], "--json", check=True).stdout)
     assert s.client.get(f"/jobs/{view['id']}").json() == cli_view == done
@@ -127,8 +111,8 @@ def test_routes_answer_with_their_codes(cli: Cli, setup):
     assert "swarmkit_store_errors" in families and "swarmkit_heartbeat_age_seconds_max" in families
 
 
-def test_stop_resume_and_cancel_over_http_on_runs_the_server_hosts(cli: Cli, setup):
-    serve, _folder, gates = setup
+def test_stop_resume_and_cancel_over_http_on_runs_the_server_hosts(cli: Cli, serving):
+    serve, _folder, gates = serving
     s = serve()
     run = submit(s, "held")
     wait_status(s, run["id"], "running")
@@ -170,8 +154,8 @@ def test_stop_resume_and_cancel_over_http_on_runs_the_server_hosts(cli: Cli, set
     wait_status(s, gated["id"], "completed")
 
 
-def test_the_cli_and_the_api_say_the_same_for_the_same_act(cli: Cli, setup):
-    serve, _folder, _gates = setup
+def test_the_cli_and_the_api_say_the_same_for_the_same_act(cli: Cli, serving):
+    serve, _folder, _gates = serving
     s = serve("--no-host")
     runs = [submit(s, "quick") for _ in range(17)]
     # Seventeen ids share at least one first hex digit: an ambiguous prefix lists the candidates.
@@ -212,8 +196,8 @@ def test_the_cli_and_the_api_say_the_same_for_the_same_act(cli: Cli, setup):
     assert {e["actor"] for e in audit} == {"tester@ci"}
 
 
-def test_an_http_stop_of_a_run_a_cli_worker_hosts_and_a_cli_stop_of_one_the_server_hosts(cli: Cli, setup):
-    serve, _folder, gates = setup
+def test_an_http_stop_of_a_run_a_cli_worker_hosts_and_a_cli_stop_of_one_the_server_hosts(cli: Cli, serving):
+    serve, _folder, gates = serving
     front = serve("--no-host")
     worker = cli.start("worker", str(cli.workspace))
     try:

@@ -23,8 +23,8 @@ from swarmkit.store.queries import workspaces_for
 from swarmkit.store.records import JobRecord, merged_view
 
 from .. import control
-from ..cli import plain_lines
 from ..flow import Flow, load_flow, parse_inputs
+from ..text import plain_lines
 from .app import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
 from .schemas import ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
 

@@ -11,15 +11,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
 from swarmkit.store import Store
 
-from ..cli import EXIT_FAIL, EXIT_OK, UsageError, plain_lines, with_store
+from ..control import DONE as EXIT_OK
+from ..control import REFUSED as EXIT_FAIL
 from ..echo import Echo
+from ..errors import UsageError
+from ..text import plain_lines
 from ..worker import Worker
 from .app import make_app
 from .auth import TokenError, is_loopback, load_tokens
@@ -45,7 +50,7 @@ def _keepalive_s() -> float:
     return value
 
 
-async def cmd_serve(args) -> int:
+async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable[int]]], Awaitable[int]]) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     if not 0 <= args.port <= 65535:
