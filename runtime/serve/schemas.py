@@ -14,7 +14,7 @@ class _Strict(BaseModel):
 
 
 class SubmitBody(_Strict):
-    flow: str = Field(min_length=1, max_length=200, description="a flow file in the server's --flows folder, by name (with or without .toml)")
+    flow: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="a flow file in the server's --flows folder, by name (with or without .toml)")
     inputs: dict[str, str] = Field(default_factory=dict, description="the run's inputs, as `swarmkit run --input key=value`")
 
 
