@@ -23,12 +23,12 @@ from swarmkit.store.records import EventRecord, merged_view
 from . import control
 from .db_verbs import add_db_parser, cmd_db
 from .echo import Echo, say
-from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError
+from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageError
 from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
 from .report import clock_warning, runs_table
 from .settings import Settings, default_actor
-from .text import plain
+from .text import plain, plain_lines
 from .worker import Worker
 from .workspaces import sweep
 
@@ -81,6 +81,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_db_parser(sub, _common)
 
+    p = sub.add_parser("serve", help="serve the HTTP API, hosting runs like a worker")
+    _common(p)
+    p.add_argument("workspace", nargs="?")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; beyond loopback needs tokens or --insecure)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one and prints it)")
+    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+    p.add_argument("--flows", metavar="DIR", help="folder of flow files that POST /jobs may start, by name")
+    p.add_argument("--no-host", action="store_true", help="serve the API only; workers elsewhere host the runs")
+    p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")
+    p.add_argument("--insecure", action="store_true", help="allow listening beyond loopback with no token configured")
+
     p = sub.add_parser("status", help="list runs, or show one run")
     _common(p)
     p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]")
@@ -91,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Only verbs that host runs make a store; on a local SQLite file they may upgrade it too.
 # A shared store is upgraded by `swarmkit db upgrade` alone.
-HOSTING_VERBS = frozenset({"run", "worker"})
+HOSTING_VERBS = frozenset({"run", "worker", "serve"})
 
 
 async def _open(args) -> Store:
@@ -142,10 +153,6 @@ async def cmd_act(args) -> int:
         return res.code
 
     return await with_store(args, go)
-
-
-def plain_lines(text: str) -> str:
-    return "\n".join(plain(line) for line in text.split("\n"))
 
 
 async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
@@ -437,8 +444,13 @@ def describe_store_fault(exc: BaseException, args) -> str:
     return describe_db_error(exc, loc)
 
 
-class UsageError(Exception):
-    pass
+async def cmd_serve(args) -> int:
+    # Imported here only: no other verb pays for loading FastAPI and uvicorn.
+    # `with_store` is handed over: under `python -m` this module is `__main__`,
+    # and the serve package must not import a second copy of it.
+    from .serve.run import cmd_serve as serve
+
+    return await serve(args, with_store)
 
 
 COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
@@ -451,6 +463,7 @@ COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
     "logs": cmd_logs,
     "status": cmd_status,
     "db": cmd_db,
+    "serve": cmd_serve,
 }
 
 

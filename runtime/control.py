@@ -62,6 +62,8 @@ class ActResult:
     changed: bool
     message: str
     job: JobRecord | None = None
+    # A stop or cancel that found the same request already pending (re-reported, nothing stacked).
+    already: bool = False
 
     @property
     def ok(self) -> bool:
@@ -106,7 +108,7 @@ async def resolve_run(store: Store, ref: str) -> JobRecord:
     if len(found) > 1:
         shown = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
         more = " and more" if len(found) > 10 else ""
-        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {shown}{more}; give more of the id")
+        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {shown}{more}; give more of the id", [j.id for j in found[:10]])
     return found[0]
 
 
@@ -189,6 +191,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult
                     f"stop already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — "
                     "it will stop at the next agent boundary.",
                     job,
+                    already=True,
                 )
             async with store.write() as conn:
                 res = await conn.execute(
@@ -415,7 +418,7 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
         now = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
-                return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job)
+                return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job, already=True)
             async with store.write() as conn:
                 res = await conn.execute(
                     update(jobs)

@@ -71,4 +71,10 @@ class RunNotFound(SwarmkitError):
 
 
 class AmbiguousRun(SwarmkitError):
-    pass
+    def __init__(self, message: str, candidates: list[str] | None = None):
+        super().__init__(message)
+        self.candidates = list(candidates or [])  # the full ids the prefix matched (the first ten)
+
+
+class UsageError(Exception):
+    """Bad usage of a verb: said on stderr, exit 2."""

@@ -30,3 +30,8 @@ def plain(text: object, limit: int | None = None) -> str:
     if limit is not None and len(s) > limit:
         s = s[: max(0, limit - 1)] + "…"
     return s
+
+
+def plain_lines(text: str) -> str:
+    """Several lines of inert text: each made plain, the line breaks kept."""
+    return "\n".join(plain(line) for line in text.split("\n"))

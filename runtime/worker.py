@@ -76,6 +76,10 @@ class Worker:
         for host in self.hosts.values():
             host.request_park(self.name)
 
+    def wake(self) -> None:
+        """Look for queued runs now rather than at the next poll (a run was just submitted here)."""
+        self._wake.set()
+
     def _hosting(self, host: RunHost) -> None:
         self.hosts[host.job_id] = host
         if self._draining.is_set():

@@ -184,3 +184,22 @@ def release(gates: Path, *names: str) -> None:
     gates.mkdir(parents=True, exist_ok=True)
     for name in names:
         (gates / name).touch()
+
+
+@pytest.fixture
+def serving(cli: Cli, tmp_path: Path):
+    """Start `swarmkit serve` processes with the test flows (tests/serve_helpers.py); all stopped at the end."""
+    from .serve_helpers import Served, flows
+
+    gates = tmp_path / "gates"
+    folder = flows(tmp_path / "flows", gates)
+    started: list[Served] = []
+
+    def serve(*args: str, **kw) -> Served:
+        s = Served(cli, "--flows", str(folder), *args, **kw)
+        started.append(s)
+        return s
+
+    yield serve, folder, gates
+    for s in started:
+        s.stop()

@@ -25,6 +25,7 @@ SCRIPTS = {
     "console_render.py": "peak memory",
     "logs.py": "lag: printed -> painted on screen",
     "wal.py": "WAL largest",
+    "http_api.py": "GET /jobs/{id} with 16 clients",
 }
 
 

@@ -107,3 +107,27 @@ def test_each_query_is_written_once():
     from swarmkit.store import queries
 
     assert not [n for n, v in vars(queries).items() if inspect.iscoroutinefunction(v) or n.endswith("_sync")]
+
+
+# The HTTP stack is the `serve` verb's alone: every other verb starts as fast as before it existed.
+HTTP_STACK = {"fastapi", "starlette", "uvicorn", "pydantic", "httpx", "anyio"}
+
+
+@pytest.mark.parametrize("module", ["swarmkit.runtime.cli", "swarmkit.runtime", "swarmkit.console.cli"])
+def test_only_serve_loads_the_http_stack(module, tmp_path):
+    code = f"import json, sys, {module}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))\n"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert not set(json.loads(proc.stdout.strip().splitlines()[-1])) & HTTP_STACK
+
+
+def test_nothing_but_the_serve_verb_imports_the_serve_package():
+    importers = []
+    for package in ("runtime", "store", "console", "widgets"):
+        for path in modules_of(package):
+            if "serve" in path.relative_to(ROOT).parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            if re.search(r"^\s*from \.serve|^\s*(from|import) swarmkit\.runtime\.serve", text, re.M):
+                importers.append(str(path.relative_to(ROOT)))
+    assert importers == ["runtime/cli.py"]

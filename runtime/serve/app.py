@@ -1,0 +1,226 @@
+"""The ASGI app: `make_app(store, ...)`, its error mapping, body limit, metrics and auth.
+
+Every route calls runtime/control and store/queries, as the CLI does; this
+module only turns their answers and errors into HTTP. No error reaches a
+client as a 500 with a traceback, and nothing shown carries a store password
+(store text goes through `masked`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from swarmkit.store import STORE_FAULTS, Store, describe_db_error, masked
+from swarmkit.store.schema import schema_state
+
+from .. import control
+from ..errors import AmbiguousRun, FlowError, RunNotFound
+from ..settings import Settings, default_actor
+from ..text import plain
+from ..worker import Worker
+from .auth import OPERATE, READ, Auth, Denied, Token
+from .metrics import Metrics, read_gauges
+from .schemas import Health, Problem
+
+log = logging.getLogger("swarmkit.serve")
+MAX_BODY = 64 * 1024  # a submit is a flow name and its inputs: kilobytes, never megabytes
+
+
+@dataclass
+class Ctx:
+    store: Store
+    auth: Auth
+    flows: Path | None = None
+    worker: Worker | None = None
+    settings: Settings = field(default_factory=Settings.from_env)
+    keepalive_s: float = 15.0
+    metrics: Metrics = field(default_factory=Metrics)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    last_lost_check: float = 0.0
+
+
+def ctx_of(request: Request) -> Ctx:
+    return request.app.state.ctx
+
+
+def reader(request: Request) -> str:
+    return ctx_of(request).auth.check(request.headers.get("authorization"), READ)
+
+
+def operator(request: Request) -> str:
+    return ctx_of(request).auth.check(request.headers.get("authorization"), OPERATE)
+
+
+async def look_for_lost(ctx: Ctx) -> None:
+    """Mark runs whose host went silent past the lease, as `swarmkit status` does first; once a second at most.
+
+    A server that hosts nothing (--no-host) has no worker loop doing it, and a
+    reader must see a dead host's run as lost, not running forever.
+    """
+    now = time.monotonic()
+    if now - ctx.last_lost_check < 1.0:
+        return
+    ctx.last_lost_check = now
+    await control.mark_lost(ctx.store, ctx.settings.lease_s)
+
+
+class Refused(Exception):
+    """An act the runtime refused or found nothing to do: HTTP 409, naming the status."""
+
+    def __init__(self, detail: str, status: str | None):
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+
+
+class BadRequest(Exception):
+    def __init__(self, code: int, detail: str):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+def problem(code: int, detail: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    body = {"detail": plain(masked(detail)), **{k: v for k, v in extra.items() if v is not None}}
+    return JSONResponse(body, status_code=code, headers=headers)
+
+
+class BodyLimit:
+    """413 for a body past the limit, whether it says its length or streams it (chunked)."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await problem(413, f"request body over {self.limit} bytes")(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    # An HTTPException while reading the body is one FastAPI passes on as it is.
+                    raise StarletteHTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _install_handlers(app: FastAPI, ctx: Ctx) -> None:
+    @app.exception_handler(Denied)
+    async def denied(_r: Request, exc: Denied) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.code == 401 else None
+        return problem(exc.code, exc.detail, headers)
+
+    @app.exception_handler(RunNotFound)
+    async def not_found(_r: Request, exc: RunNotFound) -> JSONResponse:
+        return problem(404, str(exc))
+
+    @app.exception_handler(AmbiguousRun)
+    async def ambiguous(_r: Request, exc: AmbiguousRun) -> JSONResponse:
+        return problem(400, str(exc), candidates=exc.candidates)
+
+    @app.exception_handler(FlowError)
+    async def bad_flow(_r: Request, exc: FlowError) -> JSONResponse:
+        return problem(422, str(exc))
+
+    @app.exception_handler(Refused)
+    async def refused(_r: Request, exc: Refused) -> JSONResponse:
+        return problem(409, exc.detail, status=exc.status)
+
+    @app.exception_handler(BadRequest)
+    async def bad(_r: Request, exc: BadRequest) -> JSONResponse:
+        return problem(exc.code, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_r: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        return problem(422, f"{'.'.join(first['loc']) or 'request'}: {first['msg']}", errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_r: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def store_or_bug(_r: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, STORE_FAULTS):
+            ctx.metrics.store_errors += 1
+            return problem(503, describe_db_error(exc, ctx.store.loc), {"Retry-After": "1"})
+        log.exception("unexpected error serving a request")
+        return problem(500, f"internal error ({type(exc).__name__}); the server's log has the details")
+
+
+def _install_metrics(app: FastAPI, ctx: Ctx) -> None:
+    @app.middleware("http")
+    async def count(request: Request, call_next):
+        t0 = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        ctx.metrics.served(getattr(route, "path", "unmatched"), request.method, response.status_code, time.perf_counter() - t0)
+        return response
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (400, 401, 403, 404, 409, 413, 422, 503)}
+
+
+def make_app(
+    store: Store,
+    *,
+    tokens: list[Token] | None = None,
+    flows: Path | None = None,
+    worker: Worker | None = None,
+    keepalive_s: float = 15.0,
+    max_body: int = MAX_BODY,
+) -> FastAPI:
+    from .events import router as events_router
+    from .jobs import router as jobs_router
+
+    ctx = Ctx(store=store, auth=Auth(tokens or [], default_actor()), flows=flows, worker=worker, keepalive_s=keepalive_s)
+    app = FastAPI(
+        title="Swarmkit run control",
+        version="1",
+        description="Submit, stop, resume, cancel, approve and watch runs: a peer of the `swarmkit` CLI on the same store.",
+        docs_url=None, redoc_url=None,  # no third-party scripts served from here
+    )
+    app.state.ctx = ctx
+    app.add_middleware(BodyLimit, limit=max_body)
+    _install_handlers(app, ctx)
+    _install_metrics(app, ctx)
+    app.include_router(jobs_router, responses=ERRORS)
+    app.include_router(events_router, responses=ERRORS)
+
+    @app.get("/health", response_model=Health, responses={503: {"model": Problem}}, tags=["server"])
+    async def health() -> Health:
+        """Whether the store answers, and at which schema revision. Open to all: it says nothing a probe should not know."""
+        state = await schema_state(store.engine, store.loc)
+        return Health(ok=True, store="sqlite" if store.loc.is_sqlite else "postgresql", schema_revision=state.current,
+                      schema_head=state.head, hosting=worker is not None, auth=ctx.auth.enabled)
+
+    @app.get("/metrics", response_class=PlainTextResponse, responses={401: {"model": Problem}, 403: {"model": Problem}, 503: {"model": Problem}}, tags=["server"])
+    async def metrics(_actor: str = Depends(reader)) -> PlainTextResponse:
+        """The Prometheus text format: runs by status, heartbeat age, served requests, store errors."""
+        counts, ages = await store.run_read(read_gauges)
+        return PlainTextResponse(ctx.metrics.render(counts, ages), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app

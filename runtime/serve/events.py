@@ -1,0 +1,138 @@
+"""A run's events (paged, and as server-sent events to the run's ending) and the audit (paged).
+
+The stream reads the store as `swarmkit logs -f` does: by event id, so a
+client that reconnects with `Last-Event-ID` gets nothing twice and misses
+nothing; the run's status is read before its events, so the events written
+with its ending are sent before the closing `end` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from swarmkit.store import STORE_FAULTS
+from swarmkit.store.clock import store_now
+from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, LOST, STOPPED
+from swarmkit.store.pages import audit_page
+from swarmkit.store.queries import events_after, get_job, workspaces_for
+from swarmkit.store.records import EventRecord, merged_view
+
+from .. import control
+from .app import BadRequest, Ctx, ctx_of, look_for_lost, reader
+from .jobs import RunId
+from .schemas import AuditEntry, AuditPage, Event, EventPage
+
+router = APIRouter(tags=["events"])
+
+# Every status a run's hosting ends in: the stream closes at each (a stopped or
+# deferred run may be resumed later; that is a new stream).
+ENDINGS = frozenset({COMPLETED, STOPPED, DEFERRED, FAILED, FAULTED, CANCELLED, LOST})
+_MAX_ID = 2**62
+_BATCH = 500
+_POLL_S = 0.2
+
+
+def event_of(ev: EventRecord) -> Event:
+    return Event(id=ev.id, job_id=ev.job_id, at=ev.at.isoformat(), kind=ev.kind, node=ev.node, step=ev.step, text=ev.text)
+
+
+@router.get("/jobs/{job_id}/events", response_model=EventPage, summary="A run's events after an event id, oldest first")
+async def job_events(
+    request: Request, job_id: str = RunId, after: int = Query(0, ge=0, le=_MAX_ID), limit: int = Query(500, ge=1, le=5000), _actor: str = Depends(reader)
+) -> EventPage:
+    ctx = ctx_of(request)
+    job = await control.resolve_run(ctx.store, job_id)
+    rows = await ctx.store.run_read(lambda c: events_after(c, job.id, after, limit + 1))
+    page = rows[:limit]
+    return EventPage(events=[event_of(e) for e in page], next_cursor=page[-1].id if page else None, has_more=len(rows) > limit)
+
+
+@router.get("/events", response_model=AuditPage, summary="The audit: every human act, oldest first, paged by cursor")
+async def audit(
+    request: Request,
+    after: int = Query(0, ge=0, le=_MAX_ID, description="next_cursor of the page before"),
+    limit: int = Query(100, ge=1, le=1000),
+    job_id: str | None = Query(None, min_length=1, max_length=64, description="only this run's acts (an id or a unique prefix)"),
+    _actor: str = Depends(reader),
+) -> AuditPage:
+    ctx = ctx_of(request)
+    run = (await control.resolve_run(ctx.store, job_id)).id if job_id else None
+    rows, more = await ctx.store.run_read(lambda c: audit_page(c, after=after, limit=limit, job_id=run))
+    entries = [AuditEntry(id=r.id, at=r.at.isoformat(), actor=r.actor, action=r.action, job_id=r.job_id, detail=r.detail) for r in rows]
+    return AuditPage(events=entries, next_cursor=rows[-1].id if rows else None, has_more=more)
+
+
+def _frame(data: dict[str, Any], *, event: str | None = None, id: int | None = None) -> str:
+    head = (f"id: {id}\n" if id is not None else "") + (f"event: {event}\n" if event else "")
+    return f"{head}data: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def _sse(ctx: Ctx, job_id: str, after: int) -> AsyncIterator[str]:
+    loop = asyncio.get_running_loop()
+    yield "retry: 2000\n\n"  # the headers go out at once; a client reconnects after two seconds
+    last_sent = loop.time()
+    delay = _POLL_S
+    while True:
+        try:
+            await look_for_lost(ctx)
+            job = await ctx.store.run_read(lambda c: get_job(c, job_id))
+            ended = job is None or job.status in ENDINGS
+            while True:
+                batch = await ctx.store.run_read(partial(events_after, job_id=job_id, after_id=after, limit=_BATCH))
+                for ev in batch:
+                    yield _frame(event_of(ev).model_dump(), id=ev.id)
+                    after = ev.id
+                if batch:
+                    last_sent = loop.time()
+                if len(batch) < _BATCH:
+                    break
+            if ended:
+                if job is None:
+                    yield _frame({"status": None, "detail": f"run {job_id[:8]} no longer exists"}, event="end")
+                    return
+                ws = await ctx.store.run_read(lambda c: workspaces_for(c, [job_id]))
+                view = merged_view(job, ws[job_id], store_now())
+                yield _frame({"status": job.status, "display_status": view["display_status"], "job": view}, event="end")
+                return
+            delay = _POLL_S
+        except STORE_FAULTS:
+            # A stream is a long-running reader: ride out a store that is away for a while.
+            ctx.metrics.store_errors += 1
+            yield ": the store is unavailable; still trying\n\n"
+            last_sent = loop.time()
+            delay = min(delay * 2, 5.0)
+        if ctx.closing.is_set():
+            return  # the server is shutting down: the client reconnects with Last-Event-ID
+        if loop.time() - last_sent >= ctx.keepalive_s:
+            yield ": keep-alive\n\n"
+            last_sent = loop.time()
+        await asyncio.sleep(delay)
+
+
+@router.get(
+    "/jobs/{job_id}/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "one event per run event (`id:` is its id), then `event: end`"}},
+    summary="A run's events as server-sent events, ending with the run's ending",
+)
+async def stream(
+    request: Request,
+    job_id: str = RunId,
+    after: int = Query(0, ge=0, le=_MAX_ID, description="start after this event id (Last-Event-ID wins)"),
+    last_event_id: str | None = Header(None, alias="Last-Event-ID", max_length=20),
+    _actor: str = Depends(reader),
+) -> StreamingResponse:
+    ctx = ctx_of(request)
+    job = await control.resolve_run(ctx.store, job_id)  # 404 before any byte of the stream
+    if last_event_id is not None and last_event_id.strip():
+        if not last_event_id.strip().isdigit() or int(last_event_id) > _MAX_ID:
+            raise BadRequest(422, f"Last-Event-ID {last_event_id!r}: expected an event id")
+        after = int(last_event_id)
+    return StreamingResponse(_sse(ctx, job.id, after), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

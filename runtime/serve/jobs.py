@@ -1,0 +1,142 @@
+"""Job routes: submit, list, show, and the four acts. Each calls runtime/control, as the CLI verbs do.
+
+HTTP codes from the runtime's answers: an act that changed the run, or found
+the same request pending (`already_requested`), is 200 (202 for a cancel a
+host has yet to carry out); an act with nothing to do or refused is 409 with
+the runtime's words, naming the status (over HTTP a no-op is a conflict, as
+DESIGN.md's transitions say); an unknown run is 404.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path as FsPath
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.responses import JSONResponse
+
+from swarmkit.store.clock import store_now
+from swarmkit.store.models import RUNNING, STORED_STATUSES
+from swarmkit.store.pages import UnknownCursor, jobs_page
+from swarmkit.store.queries import workspaces_for
+from swarmkit.store.records import JobRecord, merged_view
+
+from .. import control
+from ..flow import Flow, load_flow, parse_inputs
+from ..text import plain_lines
+from .app import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
+from .schemas import ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
+
+router = APIRouter(tags=["jobs"])
+
+# A flow is named by its file in --flows: no separators, no leading dot, so no name reaches outside the folder.
+_FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+# The stored statuses, documented as an enum (built from the one list of them).
+Status = Literal[STORED_STATUSES]  # type: ignore[valid-type]
+RunId = Path(min_length=1, max_length=64, description="a run id or any unique prefix of it")
+
+
+async def view_of(request: Request, job: JobRecord) -> dict[str, Any]:
+    store = ctx_of(request).store
+    ws = await store.run_read(lambda c: workspaces_for(c, [job.id]))
+    return merged_view(job, ws[job.id], store_now())
+
+
+def find_flow(folder: FsPath | None, name: str) -> Flow:
+    if folder is None:
+        raise BadRequest(404, "this server was started without --flows DIR; no flow can be submitted by name")
+    name = name.removesuffix(".toml")
+    if not _FLOW_NAME.match(name) or ".." in name:
+        raise BadRequest(422, f"flow {name!r}: a flow is named by its file in the flows folder (letters, digits, '.', '_', '-')")
+    path = folder / f"{name}.toml"
+    if not path.is_file():
+        raise BadRequest(404, f"no flow named {name!r} in {folder}")
+    return load_flow(path)  # a FlowError is 422, in the words `swarmkit run` uses
+
+
+@router.post("/jobs", status_code=201, response_model=dict[str, Any], summary="Submit a run of a flow (queued for a worker)")
+async def submit(body: SubmitBody, request: Request, actor: str = Depends(operator)) -> dict[str, Any]:
+    ctx = ctx_of(request)
+    bad = [k for k in body.inputs if "=" in k]
+    if bad:
+        raise BadRequest(422, f"input {bad[0]!r}: a key cannot hold '='")
+    # The same checks as `swarmkit run FLOW --input k=v`, before any run is created.
+    flow = find_flow(ctx.flows, body.flow)
+    inputs = parse_inputs([f"{k}={v}" for k, v in body.inputs.items()])
+    job = await control.submit(ctx.store, flow, inputs, actor=actor)
+    if ctx.worker is not None:
+        ctx.worker.wake()
+    return await view_of(request, job)
+
+
+@router.get("/jobs", response_model=JobPage, summary="Runs, newest first, paged by cursor")
+async def list_runs(
+    request: Request,
+    status: Status | None = Query(None, description="a stored status"),
+    flow: str | None = Query(None, max_length=200),
+    limit: int = Query(50, ge=1, le=500),
+    cursor: str | None = Query(None, pattern="^[0-9a-f]{32}$", description="next_cursor of the page before"),
+    _actor: str = Depends(reader),
+) -> JobPage:
+    ctx = ctx_of(request)
+    await look_for_lost(ctx)
+    try:
+        rows, more = await ctx.store.run_read(lambda c: jobs_page(c, status=status, flow=flow, limit=limit, cursor=cursor))
+    except UnknownCursor:
+        raise BadRequest(422, f"cursor {cursor!r} names no run in this store") from None
+    ws = await ctx.store.run_read(lambda c: workspaces_for(c, [j.id for j in rows]))
+    now = store_now()
+    return JobPage(jobs=[merged_view(j, ws[j.id], now) for j in rows], next_cursor=rows[-1].id if more and rows else None, has_more=more)
+
+
+@router.get("/jobs/{job_id}", response_model=dict[str, Any], summary="One run's merged view (as `swarmkit status ID --json`)")
+async def show(request: Request, job_id: str = RunId, _actor: str = Depends(reader)) -> dict[str, Any]:
+    ctx = ctx_of(request)
+    await look_for_lost(ctx)
+    return await view_of(request, await control.resolve_run(ctx.store, job_id))
+
+
+async def answer(request: Request, action: str, res: control.ActResult) -> JSONResponse:
+    assert res.job is not None  # every act on a run that exists names it
+    job = res.job
+    if not res.changed and not res.already:
+        raise Refused(plain_lines(res.message), job.display_status())
+    ctx = ctx_of(request)
+    hint = None
+    if res.changed and action in ("resume", "approve") and ctx.worker is None:
+        if await control.live_worker_count(ctx.store, ctx.settings.lease_s) == 0:
+            hint = control.no_worker_hint(job.short_id)
+    body = ActAnswer(
+        job_id=job.id, action=action, changed=res.changed, already_requested=res.already, detail=plain_lines(res.message),
+        status=job.status, display_status=job.display_status(),
+        stop_requested_at=job.stop_requested_at.isoformat() if job.stop_requested_at else None,
+        stop_requested_by=job.stop_requested_by, hint=hint, job=await view_of(request, job),
+    )
+    return JSONResponse(body.model_dump(), status_code=202 if action == "cancel" and job.status == RUNNING else 200)
+
+
+_ACTED: dict[int | str, dict[str, Any]] = {200: {"model": ActAnswer}, 202: {"model": ActAnswer, "description": "a cancel its host is carrying out"}}
+
+
+@router.post("/jobs/{job_id}/stop", response_model=ActAnswer, summary="Stop at the next agent boundary (resumable)")
+async def stop(request: Request, job_id: str = RunId, body: StopBody | None = None, actor: str = Depends(operator)) -> JSONResponse:
+    if body is not None and body.now:
+        raise BadRequest(422, "now: stop --now is not offered by this version; a stop lands at the next agent boundary")
+    return await answer(request, "stop", await control.stop(ctx_of(request).store, job_id, actor=actor))
+
+
+@router.post("/jobs/{job_id}/resume", response_model=ActAnswer, summary="Queue a stopped, deferred or lost run for a worker")
+async def resume(request: Request, job_id: str = RunId, actor: str = Depends(operator)) -> JSONResponse:
+    return await answer(request, "resume", await control.resume(ctx_of(request).store, job_id, actor=actor))
+
+
+@router.post("/jobs/{job_id}/approve", response_model=ActAnswer, summary="Approve a run waiting at a gate")
+async def approve(request: Request, job_id: str = RunId, actor: str = Depends(operator)) -> JSONResponse:
+    return await answer(request, "approve", await control.approve(ctx_of(request).store, job_id, actor=actor))
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=ActAnswer, responses=_ACTED, summary="End a run for good")
+async def cancel(request: Request, job_id: str = RunId, body: CancelBody | None = None, actor: str = Depends(operator)) -> JSONResponse:
+    keep = body.keep if body is not None else False
+    return await answer(request, "cancel", await control.cancel(ctx_of(request).store, job_id, keep=keep, actor=actor))

@@ -1,0 +1,141 @@
+"""`swarmkit serve`: the HTTP API on uvicorn, and (unless --no-host) a Worker in the same process and loop.
+
+The worker is the same `Worker` that `swarmkit worker` runs: hosting here is
+not a second implementation. Signals are this verb's, not uvicorn's: the first
+stops listening and parks hosted runs at their next boundary (as a worker's
+first signal does), a second leaves them at once (they become lost, resumable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from swarmkit.store import Store
+
+from ..control import DONE as EXIT_OK
+from ..control import REFUSED as EXIT_FAIL
+from ..echo import Echo
+from ..errors import UsageError
+from ..text import plain_lines
+from ..worker import Worker
+from .app import make_app
+from .auth import TokenError, is_loopback, load_tokens
+
+
+class _Server(uvicorn.Server):
+    @contextmanager
+    def capture_signals(self):
+        yield  # this verb handles its signals: uvicorn's would re-raise them after the drain began
+
+    def install_signal_handlers(self) -> None:  # uvicorn before 0.29
+        return
+
+
+def _keepalive_s() -> float:
+    raw = os.environ.get("SWARMKIT_SSE_KEEPALIVE", "15")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"SWARMKIT_SSE_KEEPALIVE={raw!r} is not a number of seconds") from None
+    if value <= 0:
+        raise UsageError(f"SWARMKIT_SSE_KEEPALIVE={raw!r} must be more than zero")
+    return value
+
+
+async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable[int]]], Awaitable[int]]) -> int:
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: expected 0-65535")
+    try:
+        tokens = load_tokens(args.tokens)
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
+    if not tokens and not is_loopback(args.host) and not args.insecure:
+        raise UsageError(
+            f"refusing to serve on {args.host} with no token configured: anyone who reaches it could stop and cancel runs. "
+            "Give --tokens FILE (or SWARMKIT_TOKENS), or --insecure to serve without auth anyway."
+        )
+    flows = Path(args.flows).resolve() if args.flows else None  # noqa: ASYNC240  (before any work starts)
+    if flows is not None and not flows.is_dir():
+        raise UsageError(f"--flows {args.flows}: not a folder")
+    keepalive = _keepalive_s()
+
+    async def go(store: Store) -> int:
+        echo = Echo()
+        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)))
+        app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive)
+        ctx = app.state.ctx
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off",
+            server_header=False, timeout_graceful_shutdown=3,
+        )
+        server = _Server(config)
+        loop = asyncio.get_running_loop()
+        main = asyncio.current_task()
+        presses = {"n": 0}
+
+        def on_signal() -> None:
+            presses["n"] += 1
+            if presses["n"] == 1:
+                parks = "; hosted runs go back to the queue at their next agent boundary (signal again to leave them now)" if worker else ""
+                echo(f"swarmkit serve: shutting down{parks}")
+                server.should_exit = True
+                ctx.closing.set()
+                if worker is not None:
+                    worker.drain()
+            else:
+                server.force_exit = True
+                if main:
+                    main.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        hosting = asyncio.create_task(worker.run(), name="serve-worker") if worker else None
+        announce = asyncio.create_task(_announce(server, args.host, store, worker, bool(tokens), echo))
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn exits when it cannot bind; it has said why
+            if worker is not None:
+                worker.drain()
+            if hosting:
+                await hosting
+            return EXIT_FAIL
+        except asyncio.CancelledError:
+            echo("swarmkit serve: left its runs; they become lost after the lease and can be resumed.")
+            if hosting:
+                hosting.cancel()
+            echo.flush()
+            return EXIT_OK
+        finally:
+            announce.cancel()
+        try:
+            if hosting:
+                if worker is not None:
+                    worker.drain()
+                await hosting
+        except asyncio.CancelledError:
+            echo("swarmkit serve: left its runs; they become lost after the lease and can be resumed.")
+        echo.flush()
+        return EXIT_OK
+
+    return await with_store(args, go)
+
+
+async def _announce(server: uvicorn.Server, host: str, store: Store, worker: Worker | None, auth: bool, echo: Echo) -> None:
+    """One line once listening, with the real port (tests and scripts give --port 0 and read it)."""
+    while not server.started:  # noqa: ASYNC110  (uvicorn offers a flag, not an event)
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else "?"
+    shown = f"[{host}]" if ":" in host else host
+    hosting = f"hosting up to {worker.concurrency} runs" if worker else "not hosting runs (--no-host)"
+    access = "bearer tokens" if auth else "no auth (loopback only)" if is_loopback(host) else "NO AUTH (--insecure)"
+    echo(f"swarmkit serve: listening on http://{shown}:{port} ({store.loc.display}; {hosting}; {access})")

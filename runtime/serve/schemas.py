@@ -1,0 +1,95 @@
+"""The API's bodies: what a request may send (strictly: unknown fields and wrong types are 422) and what it gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    # No coercion ("true" is not true, 1 is not "1") and no unknown fields: a typo
+    # in a client must be an error it sees, not a silently different act.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class SubmitBody(_Strict):
+    flow: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="a flow file in the server's --flows folder, by name (with or without .toml)")
+    inputs: dict[str, str] = Field(default_factory=dict, description="the run's inputs, as `swarmkit run --input key=value`")
+
+
+class StopBody(_Strict):
+    now: bool = Field(False, description="interrupt the node in flight (stop --now); not offered by this version")
+
+
+class CancelBody(_Strict):
+    keep: bool = Field(False, description="keep the run's workspaces")
+
+
+class Problem(BaseModel):
+    """Every 4xx and 5xx: `detail` says what happened in the CLI's words."""
+
+    detail: str
+    status: str | None = None
+    candidates: list[str] | None = None
+    errors: list[dict[str, Any]] | None = None
+
+
+class JobPage(BaseModel):
+    jobs: list[dict[str, Any]]
+    next_cursor: str | None
+    has_more: bool
+
+
+class ActAnswer(BaseModel):
+    job_id: str
+    action: str
+    changed: bool
+    already_requested: bool
+    detail: str
+    status: str
+    display_status: str
+    stop_requested_at: str | None
+    stop_requested_by: str | None
+    hint: str | None = None
+    job: dict[str, Any]
+
+
+class Event(BaseModel):
+    id: int
+    job_id: str
+    at: str
+    kind: str
+    node: str | None
+    step: int | None
+    text: str
+
+
+class EventPage(BaseModel):
+    events: list[Event]
+    next_cursor: int | None
+    has_more: bool
+
+
+class AuditEntry(BaseModel):
+    id: int
+    at: str
+    actor: str
+    action: str
+    job_id: str | None
+    detail: dict[str, Any]
+
+
+class AuditPage(BaseModel):
+    events: list[AuditEntry]
+    next_cursor: int | None
+    has_more: bool
+
+
+class Health(BaseModel):
+    ok: bool
+    store: str
+    schema_revision: str | None
+    schema_head: str
+    hosting: bool
+    auth: bool
