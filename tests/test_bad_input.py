@@ -63,7 +63,7 @@ def sk(cli: Cli, *args: str, env: dict | None = None):
 
 
 def no_runs(cli: Cli) -> None:
-    res = cli.run("status", "--json", str(cli.workspace))
+    res = cli.call("status", "--json", str(cli.workspace))
     assert res.returncode == 0 and json.loads(res.stdout) == [], res.stdout
 
 
@@ -140,10 +140,10 @@ def test_a_callable_gone_by_the_time_a_worker_hosts_the_run_fails_that_run_only(
     mod = tmp_path / "vanishing.py"
     mod.write_text("def go(ctx):\n    ctx.log('ran')\n    return {'ok': 1}\n")
     flow = write_flow(tmp_path, "vanish", 'name = "vanish"\n[[agents]]\nname = "first"\ncommand = "echo first"\n[[agents]]\nname = "v"\ncall = "vanishing:go"\n')
-    doomed = cli.run("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
+    doomed = cli.call("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
     mod.unlink()
     ok = write_flow(tmp_path, "ok", ONE)
-    fine = cli.run("run", "--detach", str(ok), str(cli.workspace), check=True).stdout.strip()
+    fine = cli.call("run", "--detach", str(ok), str(cli.workspace), check=True).stdout.strip()
     worker = cli.start("worker", str(cli.workspace))
     try:
         wait_until(lambda: job(cli.store_url, cli.workspace, doomed).status not in ("queued", "running") and job(cli.store_url, cli.workspace, fine).status == "completed", timeout=60, what="both runs to end")
@@ -155,7 +155,7 @@ def test_a_callable_gone_by_the_time_a_worker_hosts_the_run_fails_that_run_only(
     assert "vanishing" in (row.error or "") and "cannot import" in (row.error or ""), row.error
     assert row.step == 1, "the node before it kept its work"
     assert not has_traceback(errs), errs[-3000:]
-    shown = cli.run("status", doomed, str(cli.workspace))
+    shown = cli.call("status", doomed, str(cli.workspace))
     assert "failed" in shown.stdout and "vanishing" in shown.stdout
 
 
@@ -208,7 +208,7 @@ def test_unknown_and_ambiguous_ids_on_every_verb(cli: Cli, tmp_path: Path):
     after = sql(cli.store_url, cli.workspace, "SELECT id, status, updated_at FROM jobs ORDER BY id")
     assert after == before, "a refused id changed a run"
     # A unique prefix (any case) still works.
-    res = cli.run("stop", ids[0][:10].upper(), str(cli.workspace))
+    res = cli.call("stop", ids[0][:10].upper(), str(cli.workspace))
     assert res.returncode == 0 and "stopped at once" in res.stdout, res.stdout + res.stderr
 
 
@@ -341,7 +341,7 @@ def test_another_apps_database_is_refused_not_migrated(tmp_path: Path):
 
 def test_a_store_from_a_newer_schema_is_refused_by_every_verb_and_left_untouched(cli: Cli, tmp_path: Path):
     flow = write_flow(tmp_path, "ok", ONE)
-    done = cli.run("run", str(flow), str(cli.workspace), check=True).stdout.split()[0]
+    done = cli.call("run", str(flow), str(cli.workspace), check=True).stdout.split()[0]
     sql(cli.store_url, cli.workspace, "UPDATE alembic_version SET version_num = '9999_future'", write=True)
     before = sql(cli.store_url, cli.workspace, "SELECT id, status, updated_at FROM jobs")
     n_events = sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events")
@@ -543,8 +543,8 @@ def test_two_run_resumes_of_one_stopped_run_host_it_once(cli: Cli, tmp_path: Pat
         f'name = "three"\n[[agents]]\nname = "a"\ncommand = "echo a >> {marks}/a"\n'
         f'[[agents]]\nname = "b"\ncommand = "echo b >> {marks}/b; sleep 0.5"\n[[agents]]\nname = "c"\ncommand = "echo c >> {marks}/c"\n',
     )
-    rid = cli.run("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
-    assert cli.run("stop", rid, str(cli.workspace)).returncode == 0
+    rid = cli.call("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
+    assert cli.call("stop", rid, str(cli.workspace)).returncode == 0
     racers = [cli.start("run", "--resume", rid[:12], str(cli.workspace), env={"SWARMKIT_ACTOR": f"racer{n}@ci"}) for n in range(4)]
     results = [(p.communicate(timeout=120), p.returncode) for p in racers]
     won = [r for r in results if r[1] == 0]
