@@ -140,10 +140,10 @@ def test_a_callable_gone_by_the_time_a_worker_hosts_the_run_fails_that_run_only(
     mod = tmp_path / "vanishing.py"
     mod.write_text("def go(ctx):\n    ctx.log('ran')\n    return {'ok': 1}\n")
     flow = write_flow(tmp_path, "vanish", 'name = "vanish"\n[[agents]]\nname = "first"\ncommand = "echo first"\n[[agents]]\nname = "v"\ncall = "vanishing:go"\n')
-    doomed = cli.call("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
+    doomed = cli.run("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
     mod.unlink()
     ok = write_flow(tmp_path, "ok", ONE)
-    fine = cli.call("run", "--detach", str(ok), str(cli.workspace), check=True).stdout.strip()
+    fine = cli.run("run", "--detach", str(ok), str(cli.workspace), check=True).stdout.strip()
     worker = cli.start("worker", str(cli.workspace))
     try:
         wait_until(lambda: job(cli.store_url, cli.workspace, doomed).status not in ("queued", "running") and job(cli.store_url, cli.workspace, fine).status == "completed", timeout=60, what="both runs to end")
@@ -155,7 +155,7 @@ def test_a_callable_gone_by_the_time_a_worker_hosts_the_run_fails_that_run_only(
     assert "vanishing" in (row.error or "") and "cannot import" in (row.error or ""), row.error
     assert row.step == 1, "the node before it kept its work"
     assert not has_traceback(errs), errs[-3000:]
-    shown = cli.call("status", doomed, str(cli.workspace))
+    shown = cli.run("status", doomed, str(cli.workspace))
     assert "failed" in shown.stdout and "vanishing" in shown.stdout
 
 
