@@ -218,7 +218,8 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
         lost = [i for i in ids if after_kill["jobs"][i].status == "lost"]
         for n, i in enumerate(lost):
             if n == 0:
-                res = cli.call("run", "--resume", i[:12], str(cli.workspace))
+                # A real process: the ledger attributes the agents' executions to their host by its pid and clock.
+                res = cli.run("run", "--resume", i[:12], str(cli.workspace))
                 assert res.returncode == 0, (res.stdout, res.stderr)
                 resumed_ways["run --resume"] += 1
             else:
