@@ -43,7 +43,7 @@ from .errors import (
 )
 from .flow import Agent, Flow, parse_flow
 from .settings import Settings
-from .workspaces import carry_out, decide, prepare_dir, record_workspace
+from .workspaces import carry_out, decide, prepare_dir, record_workspace, run_dir
 
 log = logging.getLogger("swarmkit.executor")
 T = TypeVar("T")
@@ -769,15 +769,16 @@ class RunHost:
         node: str | None = None
         try:
             async def claim_here():
-                path = await asyncio.to_thread(prepare_dir, self.store.loc.runs_dir, self.job_id)
+                path = run_dir(self.store.loc.runs_dir, self.job_id)
                 async with self.store.write() as conn:
                     stamped = time.monotonic()
                     await conn.run_sync(lambda c: self.touch_flags(c, _HEARTBEAT, b_mono=boot_clock()))
                     await record_workspace(conn, self.job_id, path)
-                    self.workspace = path
                     cp = await conn.run_sync(latest_checkpoint, self.job_id)
                     logged = await conn.run_sync(log_bytes, self.job_id)
                     modules = await conn.scalar(select(jobs.c.flow_modules).where(jobs.c.id == self.job_id))
+                # Recorded first, made after the commit: a claim that did not land leaves no folder behind.
+                self.workspace = await asyncio.to_thread(prepare_dir, self.store.loc.runs_dir, self.job_id)
                 return stamped, cp, logged, modules
 
             stamped, cp, logged, modules = await self._retrying("taking the run", claim_here)

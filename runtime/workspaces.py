@@ -29,7 +29,7 @@ def run_dir(runs_dir: Path, job_id: str) -> Path:
 
 
 def prepare_dir(runs_dir: Path, job_id: str) -> Path:
-    """Make the run's folder on this host (before the transaction that records it)."""
+    """Make the run's folder on this host, once its row is recorded (see `record_workspace`)."""
     path = run_dir(runs_dir, job_id)
     runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.mkdir(exist_ok=True, mode=0o700)

@@ -461,6 +461,7 @@ def in_process(main, argv: list[str], env: dict[str, str] | None = None, cwd: Pa
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
     saved_path = list(sys.path)
+    saved_modules = set(sys.modules)
     os.environ.update(FAST_ENV)
     os.environ.pop("SWARMKIT_STORE", None)
     if env:
@@ -483,7 +484,23 @@ def in_process(main, argv: list[str], env: dict[str, str] | None = None, cwd: Pa
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
         sys.path[:] = saved_path
+        _forget_modules_from_outside(saved_modules)
     return Ran(argv, code if code is not None else 0, out.getvalue(), err.getvalue())
+
+
+def _forget_modules_from_outside(before: set[str]) -> None:
+    """Drop the modules a command imported from outside the project and its environment (a flow's
+    `call` modules beside its file), so a later test's module of the same name is imported afresh."""
+    keep = tuple(str(Path(p).resolve()) for p in {sys.prefix, sys.base_prefix, ROOT})
+    for name in set(sys.modules) - before:
+        if name.split(".")[0] in ("swarmkit", "tests"):
+            continue
+        mod = sys.modules.get(name)
+        origin = getattr(getattr(mod, "__spec__", None), "origin", None) or getattr(mod, "__file__", None)
+        if origin in ("built-in", "frozen"):
+            continue
+        if not origin or not str(Path(origin).resolve()).startswith(keep):  # beside a flow, or made from source
+            sys.modules.pop(name, None)
 
 
 def swarmkit_in_process(verb: str, store_url: str, *rest: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:

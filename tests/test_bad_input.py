@@ -64,7 +64,7 @@ def sk(cli: Cli, *args: str, env: dict | None = None):
 
 def no_runs(cli: Cli) -> None:
     """No run was made: the store holds none, or (refused before anything was written) there is no store at all."""
-    res = cli.run("status", "--json", str(cli.workspace))
+    res = cli.call("status", "--json", str(cli.workspace))
     if res.returncode == 2:
         assert "no store at" in res.stderr, res.stderr
         return
@@ -211,7 +211,7 @@ def test_unknown_and_ambiguous_ids_on_every_verb(cli: Cli, tmp_path: Path):
     after = sql(cli.store_url, cli.workspace, "SELECT id, status, updated_at FROM jobs ORDER BY id")
     assert after == before, "a refused id changed a run"
     # A unique prefix (any case) still works.
-    res = cli.run("stop", ids[0][:10].upper(), str(cli.workspace))
+    res = cli.call("stop", ids[0][:10].upper(), str(cli.workspace))
     assert res.returncode == 0 and "stopped at once" in res.stdout, res.stdout + res.stderr
 
 
@@ -347,7 +347,7 @@ def test_another_apps_database_is_refused_not_migrated(tmp_path: Path):
 
 def test_a_store_from_a_newer_schema_is_refused_by_every_verb_and_left_untouched(cli: Cli, tmp_path: Path):
     flow = write_flow(tmp_path, "ok", ONE)
-    done = cli.run("run", str(flow), str(cli.workspace), check=True).stdout.split()[0]
+    done = cli.call("run", str(flow), str(cli.workspace), check=True).stdout.split()[0]
     sql(cli.store_url, cli.workspace, "UPDATE alembic_version SET version_num = '9999_future'", write=True)
     # Not additive: the oldest code that may write it is that newer release.
     sql(cli.store_url, cli.workspace, "UPDATE swarmkit_meta SET value = '9999_future' WHERE key = 'min_writer'", write=True)
@@ -551,8 +551,8 @@ def test_two_run_resumes_of_one_stopped_run_host_it_once(cli: Cli, tmp_path: Pat
         f'name = "three"\n[[agents]]\nname = "a"\ncommand = "echo a >> {marks}/a"\n'
         f'[[agents]]\nname = "b"\ncommand = "echo b >> {marks}/b; sleep 0.5"\n[[agents]]\nname = "c"\ncommand = "echo c >> {marks}/c"\n',
     )
-    rid = cli.run("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
-    assert cli.run("stop", rid, str(cli.workspace)).returncode == 0
+    rid = cli.call("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
+    assert cli.call("stop", rid, str(cli.workspace)).returncode == 0
     racers = [cli.start("run", "--resume", rid[:12], str(cli.workspace), env={"SWARMKIT_ACTOR": f"racer{n}@ci"}) for n in range(4)]
     results = [(p.communicate(timeout=120), p.returncode) for p in racers]
     won = [r for r in results if r[1] == 0]

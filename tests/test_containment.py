@@ -181,7 +181,7 @@ def run_dir(cli: Cli, rid: str) -> Path:
 
 
 def detach(cli: Cli, flow: Path) -> str:
-    return cli.run("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
+    return cli.call("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
 
 
 def start_foreground(cli: Cli, started: list[subprocess.Popen], *args: str) -> tuple[subprocess.Popen, str]:
@@ -291,7 +291,7 @@ def test_cancel_ends_a_setsid_child_and_a_double_forked_daemon(cli: Cli, tmp_pat
         started.append(cli.start("worker", "--concurrency", "2", str(cli.workspace)))
     wait_for(lambda: all(ledger.ticks(n) for n in ("main", "setsid", "daemon")) and len(ledger.recorded()) >= 4, timeout=30, what="the agent and its escaped children to tick")
     keep = ["--keep"] if host == "worker" else []
-    res = cli.run("cancel", rid[:12], str(cli.workspace), *keep)
+    res = cli.call("cancel", rid[:12], str(cli.workspace), *keep)
     assert res.returncode == 0 and "cancel requested" in res.stdout, res.stdout + res.stderr
     wait_for(lambda: job(cli.store_url, cli.workspace, rid).status == "cancelled", timeout=INTERRUPT_GRACE_S + TERM_GRACE_S + 10, what="the run to end cancelled")
     assert_all_dead(ledger, "at cancelled")
@@ -424,7 +424,7 @@ def test_cancel_ends_a_sync_call_agent_for_real(cli: Cli, tmp_path: Path, ledger
     rid = full_id(cli, short)
     wait_for(lambda: len(ledger.ticks("call")) >= 2 and ledger.recorded(), timeout=30, what="the call agent to tick")
     [(agent_pid, _)] = ledger.recorded()
-    res = cli.run("cancel", short, str(cli.workspace))
+    res = cli.call("cancel", short, str(cli.workspace))
     assert res.returncode == 0 and "cancel requested" in res.stdout, res.stdout + res.stderr
     bound = INTERRUPT_GRACE_S + TERM_GRACE_S + 5
     try:

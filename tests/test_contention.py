@@ -92,7 +92,7 @@ def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, wo
     logs = tmp_path / "logs"
     logs.mkdir()
     # Create the store once, then everyone opens it.
-    subprocess.run(swarmkit_argv("status", sqlite_url, str(workspace)), cwd=workspace, env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run(swarmkit_argv("db", sqlite_url, "upgrade", str(workspace)), cwd=workspace, env=env, check=True, capture_output=True, timeout=60)
     console = PtyReader(console_argv(sqlite_url, str(workspace)), workspace, dict(env, TERM="xterm-256color"))
     procs: list[tuple[str, subprocess.Popen]] = []
 

@@ -17,6 +17,7 @@ from swarmkit.runtime.executor import read_flags
 from swarmkit.runtime.flow import parse_flow
 from swarmkit.store import Store
 from swarmkit.store.models import JOB_COLUMNS, Job
+from tests.reliability import console_in_process
 
 from .conftest import Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, events, group_alive, job, workspaces
@@ -28,19 +29,19 @@ def make_every_status(cli: Cli, tmp_path: Path) -> dict[str, str]:
     """One run in each of stopped, deferred, failed, cancelled, completed; returns status -> short id."""
     ids: dict[str, str] = {}
     ok = write_flow(tmp_path, "ok", ONE)
-    res = cli.run("run", str(ok), check=True)
+    res = cli.call("run", str(ok), check=True)
     ids["completed"] = res.stdout.split()[0]
     gate = write_flow(tmp_path, "gate", 'name = "gated"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "true"\n')
-    ids["deferred"] = cli.run("run", str(gate), check=True).stdout.split()[0]
+    ids["deferred"] = cli.call("run", str(gate), check=True).stdout.split()[0]
     bad = write_flow(tmp_path, "bad", 'name = "bad"\n[[agents]]\nname = "boom"\ncommand = "echo failing; exit 3"\n')
-    res = cli.run("run", str(bad))
+    res = cli.call("run", str(bad))
     assert res.returncode == 1 and "exited with status 3" in res.stderr
     ids["failed"] = res.stdout.split()[0]
-    ids["stopped"] = cli.run("run", "--detach", str(ok), check=True).stdout.strip()[:8]
-    assert cli.run("stop", ids["stopped"]).returncode == 0
-    ids["cancelled"] = cli.run("run", "--detach", str(ok), check=True).stdout.strip()[:8]
-    assert cli.run("cancel", ids["cancelled"]).returncode == 0
-    ids["queued"] = cli.run("run", "--detach", str(ok), check=True).stdout.strip()[:8]
+    ids["stopped"] = cli.call("run", "--detach", str(ok), check=True).stdout.strip()[:8]
+    assert cli.call("stop", ids["stopped"]).returncode == 0
+    ids["cancelled"] = cli.call("run", "--detach", str(ok), check=True).stdout.strip()[:8]
+    assert cli.call("cancel", ids["cancelled"]).returncode == 0
+    ids["queued"] = cli.call("run", "--detach", str(ok), check=True).stdout.strip()[:8]
     return ids
 
 
@@ -48,39 +49,35 @@ def test_stopped_is_distinct_in_the_row_and_every_surface(cli: Cli, tmp_path: Pa
     ids = make_every_status(cli, tmp_path)
     for status, short in ids.items():
         assert job(cli.store_url, cli.workspace, short).status == status
-    listing = json.loads(cli.run("status", "--json", check=True).stdout)
+    listing = json.loads(cli.call("status", "--json", check=True).stdout)
     by_short = {v["short_id"]: v for v in listing}
     for status, short in ids.items():
         assert by_short[short]["status"] == status
         assert by_short[short]["display_status"] == status
-        one = json.loads(cli.run("status", short, "--json", check=True).stdout)
+        one = json.loads(cli.call("status", short, "--json", check=True).stdout)
         assert one["status"] == status
-    table = cli.run("status", check=True).stdout
+    table = cli.call("status", check=True).stdout
     for status, short in ids.items():
         line = next(l for l in table.splitlines() if l.startswith(short))
         assert f" {status} " in line
-    once = subprocess_once(cli)
+    once = console_once(cli)
     for status, short in ids.items():
         line = next(l for l in once.splitlines() if l.startswith(short))
         assert f" {status} " in line
 
 
-def subprocess_once(cli: Cli, *extra: str) -> str:
-    import subprocess
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "swarmkit.console.cli", "--once", "--store", cli.store_url, *extra],
-        cwd=cli.workspace, env=child_env(), capture_output=True, text=True, timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+def console_once(cli: Cli, *extra: str) -> str:
+    """`swarmkit-console --once`, through its main() in this process (what it prints is the point here)."""
+    res = console_in_process(cli.store_url, "--once", *extra, cwd=cli.workspace)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
 
 
 def test_every_jobs_column_is_reachable_in_the_merged_view(cli: Cli, tmp_path: Path):
     ids = make_every_status(cli, tmp_path)
-    one = json.loads(cli.run("status", ids["completed"], "--json", check=True).stdout)
-    listing = json.loads(cli.run("status", "--json", check=True).stdout)
-    dump = json.loads(subprocess_once(cli, "--json"))
+    one = json.loads(cli.call("status", ids["completed"], "--json", check=True).stdout)
+    listing = json.loads(cli.call("status", "--json", check=True).stdout)
+    dump = json.loads(console_once(cli, "--json"))
     assert dump["schema"] == 1 and dump["store"]
     for view in (one, listing[0], dump["runs"][0]):
         missing = [c for c in JOB_COLUMNS if c not in view]
@@ -95,22 +92,22 @@ def test_every_jobs_column_is_reachable_in_the_merged_view(cli: Cli, tmp_path: P
 def test_noops_refusals_and_unknown_ids(cli: Cli, tmp_path: Path):
     ids = make_every_status(cli, tmp_path)
     done = ids["completed"]
-    res = cli.run("stop", done)
+    res = cli.call("stop", done)
     assert res.returncode == 0 and f"{done} is completed; nothing to stop." in res.stdout
-    res = cli.run("cancel", done)
+    res = cli.call("cancel", done)
     assert res.returncode == 0 and "nothing to cancel" in res.stdout
-    res = cli.run("run", "--resume", done)
+    res = cli.call("run", "--resume", done)
     assert res.returncode == 1 and f"cannot resume {done}: it is completed." in res.stderr
     for status in ("failed", "cancelled"):
-        res = cli.run("resume", ids[status])
+        res = cli.call("resume", ids[status])
         assert res.returncode == 1 and f"it is {status}" in res.stdout
-    res = cli.run("stop", ids["stopped"])
+    res = cli.call("stop", ids["stopped"])
     assert res.returncode == 0 and "already stopped" in res.stdout
-    res = cli.run("approve", ids["stopped"])
+    res = cli.call("approve", ids["stopped"])
     assert res.returncode == 1 and "not waiting at a gate" in res.stdout
-    res = cli.run("stop", "deadbeef00")
+    res = cli.call("stop", "deadbeef00")
     assert res.returncode == 2 and "no run matches 'deadbeef00'" in res.stderr
-    res = cli.run("stop", "not-hex!")
+    res = cli.call("stop", "not-hex!")
     assert res.returncode == 2 and "'not-hex!'" in res.stderr
 
 
@@ -139,8 +136,8 @@ def test_stop_twice_rereports_and_resume_clears(cli: Cli, tmp_path: Path):
     flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "wait"\ncommand = "{hold(gates, "wait")}"\n[[agents]]\nname = "after"\ncommand = "true"\n')
     proc = cli.start("run", str(flow))
     short = proc.stdout.readline().split()[0]
-    first = cli.run("stop", short, env={"SWARMKIT_ACTOR": "alice@desk"})
-    second = cli.run("stop", short, env={"SWARMKIT_ACTOR": "bob@desk"})
+    first = cli.call("stop", short, env={"SWARMKIT_ACTOR": "alice@desk"})
+    second = cli.call("stop", short, env={"SWARMKIT_ACTOR": "bob@desk"})
     release(gates, "wait")
     assert "stop requested" in first.stdout
     assert second.returncode == 0 and "stop already requested" in second.stdout and "alice@desk" in second.stdout
@@ -162,7 +159,7 @@ def test_cancel_interrupts_a_long_command_and_leaves_no_process(cli: Cli, tmp_pa
     pgid = os.getpgid(int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the agent's pid")))
     assert group_alive(pgid)
     t0 = time.monotonic()
-    res = cli.run("cancel", short)
+    res = cli.call("cancel", short)
     assert res.returncode == 0 and "cancel requested" in res.stdout and "destroyed" in res.stdout
     wait_for(lambda: job(cli.store_url, cli.workspace, short).status == "cancelled", timeout=20, what="the run to end cancelled")
     took = time.monotonic() - t0
@@ -185,7 +182,7 @@ def test_cancel_keep_keeps_the_workspace_and_audits_keep(cli: Cli, tmp_path: Pat
     proc = cli.start("run", str(flow))
     short = proc.stdout.readline().split()[0]
     wait_for(lambda: (ws := workspaces(cli.store_url, cli.workspace, job(cli.store_url, cli.workspace, short).id)) and (Path(ws[0].path) / "result.txt").exists(), what="the agent's file")
-    res = cli.run("cancel", short, "--keep")
+    res = cli.call("cancel", short, "--keep")
     assert res.returncode == 0 and "kept" in res.stdout
     proc.communicate(timeout=30)
     row = job(cli.store_url, cli.workspace, short)
@@ -199,11 +196,11 @@ def test_cancel_keep_keeps_the_workspace_and_audits_keep(cli: Cli, tmp_path: Pat
 
 def test_cancel_of_a_parked_run_is_at_once_and_terminal_never_changes(cli: Cli, tmp_path: Path):
     ids = make_every_status(cli, tmp_path)
-    res = cli.run("cancel", ids["deferred"])
+    res = cli.call("cancel", ids["deferred"])
     assert res.returncode == 0 and "cancelled (it was deferred)" in res.stdout
     assert job(cli.store_url, cli.workspace, ids["deferred"]).status == "cancelled"
     for verb in ("stop", "cancel", "resume", "approve"):
-        cli.run(verb, ids["deferred"])
+        cli.call(verb, ids["deferred"])
         assert job(cli.store_url, cli.workspace, ids["deferred"]).status == "cancelled"
 
 
@@ -232,7 +229,9 @@ async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(sto
 
 def test_a_stop_never_goes_missing_on_a_hundred_near_instant_agents(cli: Cli, tmp_path: Path):
     gates = tmp_path / "gates"
-    (tmp_path / "quick.py").write_text("import time\ndef tick(ctx):\n    time.sleep(0.01)\n    return {ctx.node: ctx.step}\n")
+    # Async callables run on the host's own loop: the agents really are near-instant (a sync callable
+    # would cost a Python process per agent), so boundaries come as fast as the host can write them.
+    (tmp_path / "quick.py").write_text("import asyncio\nasync def tick(ctx):\n    await asyncio.sleep(0.01)\n    return {ctx.node: ctx.step}\n")
     # The second-to-last agent waits for the test, so wherever the stop lands, a boundary is still ahead.
     body = 'name = "hundred"\n'
     for i in range(100):
@@ -243,7 +242,7 @@ def test_a_stop_never_goes_missing_on_a_hundred_near_instant_agents(cli: Cli, tm
         proc = cli.start("run", str(flow))
         short = proc.stdout.readline().split()[0]
         seen = wait_for(lambda: (j := job(cli.store_url, cli.workspace, short)) and j.step >= 5 + attempt * 15 and j, what="some agents to finish")
-        res = cli.run("stop", short)
+        res = cli.call("stop", short)
         release(gates, "last")
         proc.communicate(timeout=60)
         row = job(cli.store_url, cli.workspace, short)
@@ -269,18 +268,18 @@ def test_malformed_flows_are_refused_before_any_run_exists(cli: Cli, tmp_path: P
     }
     for name, (body, line, words) in cases.items():
         path = write_flow(tmp_path, name, body)
-        res = cli.run("run", str(path))
+        res = cli.call("run", str(path))
         assert res.returncode == 2, (name, res.stdout, res.stderr)
         assert str(path) in res.stderr and words in res.stderr, (name, res.stderr)
         if line:
             assert f"{path}{line}" in res.stderr, (name, res.stderr)
-    res = cli.run("run", str(tmp_path / "missing.toml"))
+    res = cli.call("run", str(tmp_path / "missing.toml"))
     assert res.returncode == 2 and "no such flow file" in res.stderr
     ok = write_flow(tmp_path, "ok", ONE)
-    res = cli.run("run", str(ok), "--input", "novalue")
+    res = cli.call("run", str(ok), "--input", "novalue")
     assert res.returncode == 2 and "expected key=value" in res.stderr
     # Refused before anything was written: no run, and no store made for one.
-    looked = cli.run("status", "--json")
+    looked = cli.call("status", "--json")
     assert (looked.returncode == 2 and "no store at" in looked.stderr) or json.loads(looked.stdout) == [], looked.stderr
 
 
@@ -291,7 +290,7 @@ def test_command_agents_see_their_environment_and_inputs(cli: Cli, tmp_path: Pat
         "command = \"echo node=$SWARMKIT_NODE run=$SWARMKIT_RUN_ID; python3 -c 'import json,os; s=json.load(open(os.environ[\\\"SWARMKIT_STATE\\\"])); json.dump({\\\"echo\\\": s[\\\"inputs\\\"][\\\"who\\\"]}, open(os.environ[\\\"SWARMKIT_OUTPUT\\\"], \\\"w\\\"))'\"\n"
         "[[agents]]\nname = \"after\"\ncommand = \"python3 -c 'import json,os; print(json.load(open(os.environ[\\\"SWARMKIT_STATE\\\"]))[\\\"echo\\\"])'\"\n",
     )
-    res = cli.run("run", str(flow), "--input", "who=operator", "--input", "n=1")
+    res = cli.call("run", str(flow), "--input", "who=operator", "--input", "n=1")
     assert res.returncode == 0, res.stderr
     row = job(cli.store_url, cli.workspace, res.stdout.split()[0])
     lines = [e.text for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "log"]
@@ -300,8 +299,11 @@ def test_command_agents_see_their_environment_and_inputs(cli: Cli, tmp_path: Pat
 
 
 def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_boundary(cli: Cli, tmp_path: Path):
-    """Instant agents; one of them asks another process to stop the run. It must stop right after."""
-    (tmp_path / "instant.py").write_text("def tick(ctx):\n    return {ctx.node: ctx.step}\n")
+    """Instant agents; one of them asks another process to stop the run. It must stop right after.
+
+    The instant agents are async callables, on the host's own loop (a sync callable would cost a
+    Python process per agent); the one that sends the stop is a command running `swarmkit stop`."""
+    (tmp_path / "instant.py").write_text("async def tick(ctx):\n    return {ctx.node: ctx.step}\n")
     stop_cmd = f"{sys.executable} -m swarmkit.runtime.cli stop --store '{cli.store_url}' $SWARMKIT_RUN_ID"
     for at in (0, 57, 98):
         body = 'name = "instant"\n'
@@ -311,7 +313,7 @@ def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_
             else:
                 body += f'[[agents]]\nname = "t{i:03d}"\ncall = "instant:tick"\n'
         flow = write_flow(tmp_path, f"instant{at}", body)
-        res = cli.run("run", str(flow))
+        res = cli.call("run", str(flow))
         assert res.returncode == 0, res.stderr
         row = job(cli.store_url, cli.workspace, res.stdout.split()[0])
         assert row.status == "stopped", f"stop sent during agent {at} was missed: {row.status}"
@@ -321,12 +323,12 @@ def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_
 def test_a_failed_run_names_the_node_it_failed_in(cli: Cli, tmp_path: Path):
     """The operator's first question about a failed run is where: the row, the merged view and the table say it."""
     flow = write_flow(tmp_path, "breaks", 'name = "breaks"\n[[agents]]\nname = "fetch"\ncommand = "true"\n[[agents]]\nname = "parse"\ncommand = "echo bad input; exit 4"\n')
-    res = cli.run("run", str(flow))
+    res = cli.call("run", str(flow))
     assert res.returncode == 1, res.stdout + res.stderr
     short = res.stdout.split()[0]
     assert f"{short} failed: parse:" in res.stderr, res.stderr
-    view = json.loads(cli.run("status", short, "--json", check=True).stdout)
+    view = json.loads(cli.call("status", short, "--json", check=True).stdout)
     assert (view["status"], view["current_node"], view["step"]) == ("failed", "parse", 1)
-    table = cli.run("status", check=True).stdout
+    table = cli.call("status", check=True).stdout
     line = next(l for l in table.splitlines() if l.startswith(view["id"][:8]))
     assert "2/2 parse" in line, line

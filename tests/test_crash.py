@@ -81,7 +81,7 @@ def looked_at(cli: Cli, ids: list[str]) -> dict[str, str]:
 
 def statuses(cli: Cli, ids: list[str]) -> dict[str, str]:
     """The runs' statuses as `swarmkit status --json` shows them (it also marks lost runs, as every reader does)."""
-    res = cli.run("status", "--json", "--all", str(cli.workspace))
+    res = cli.call("status", "--json", "--all", str(cli.workspace))
     assert res.returncode == 0, res.stderr
     return {v["id"]: v["status"] for v in json.loads(res.stdout) if v["id"] in ids}
 
@@ -90,7 +90,7 @@ def reference_states(cli: Cli, flows, names=("quick", "shell")) -> dict[str, tup
     """Each flow run once, uninterrupted, in the foreground: the final state every other run must match."""
     out = {}
     for name in names:
-        res = cli.run("run", str(flows[name].path), str(cli.workspace), "--input", "seed=alpha")
+        res = cli.call("run", str(flows[name].path), str(cli.workspace), "--input", "seed=alpha")
         assert res.returncode == 0, res.stderr
         row = job(cli.store_url, cli.workspace, res.stdout.split()[0])
         snap = snapshot(cli.store_url, cli.workspace, [row.id])
@@ -218,6 +218,7 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
         lost = [i for i in ids if after_kill["jobs"][i].status == "lost"]
         for n, i in enumerate(lost):
             if n == 0:
+                # A real process: the ledger attributes the agents' executions to their host by its pid and clock.
                 res = cli.run("run", "--resume", i[:12], str(cli.workspace))
                 assert res.returncode == 0, (res.stdout, res.stderr)
                 resumed_ways["run --resume"] += 1
@@ -269,7 +270,7 @@ def test_kill_9_a_worker_mid_cancel_ends_the_run_cancelled(cli: Cli, tmp_path: P
         wait_until(lambda: job(cli.store_url, cli.workspace, rid).current_node == "hang" and job(cli.store_url, cli.workspace, rid).step == 1, timeout=30, what="the stubborn agent")
         ws = cli.workspace / ".swarmkit" / "runs" / rid
         pgid = int(wait_until(lambda: (ws / "pgid").exists() and (ws / "pgid").read_text().strip(), what="its pgid"))
-        res = cli.run("cancel", rid[:10], str(cli.workspace), env={"SWARMKIT_ACTOR": "carol@ops"})
+        res = cli.call("cancel", rid[:10], str(cli.workspace), env={"SWARMKIT_ACTOR": "carol@ops"})
         assert res.returncode == 0 and "cancel requested" in res.stdout
         from .helpers import events
 
@@ -293,7 +294,7 @@ def test_kill_9_a_worker_mid_cancel_ends_the_run_cancelled(cli: Cli, tmp_path: P
         assert ("run.cancel_requested", "carol@ops") in acts and ("run.cancelled", "carol@ops") in acts, acts
         wss = workspaces(cli.store_url, cli.workspace, rid)
         assert [w.state for w in wss] == ["destroyed"], wss
-        res = cli.run("resume", rid[:10], str(cli.workspace))
+        res = cli.call("resume", rid[:10], str(cli.workspace))
         assert res.returncode == 1 and "it is cancelled" in res.stdout
         check_integrity(cli)
         # And no work runs on: the agent that shrugged off SIGINT is gone with its host (B2).
@@ -403,7 +404,7 @@ def test_a_paused_worker_holding_several_runs_writes_nothing_after_they_moved(cl
         pause_outside_a_transaction(cli, old)
         wait_until(lambda: all(s == "lost" for s in looked_at(cli, ids).values()), timeout=LEASE_S + 10, interval=0.1, what="the paused worker's runs to be lost")
         fg = cli.start("run", "--resume", ids[0], str(cli.workspace))
-        assert cli.run("resume", ids[1], str(cli.workspace)).returncode == 0
+        assert cli.call("resume", ids[1], str(cli.workspace)).returncode == 0
         assert resume_queued(cli, ids[2]).ok
         new = cli.start("worker", "--concurrency", "3", str(cli.workspace))
         try:
@@ -577,7 +578,7 @@ def test_the_console_rides_out_its_postgresql_connection_being_killed(store_url:
 
     from tests.reliability import run_on_pty  # noqa: F401  (the pty plumbing lives there)
 
-    cli.run("run", str(write_flow(tmp_path, "one", 'name = "one"\n[[agents]]\nname = "a"\ncommand = "echo hi"\n')), str(cli.workspace), check=True)
+    cli.call("run", str(write_flow(tmp_path, "one", 'name = "one"\n[[agents]]\nname = "a"\ncommand = "echo hi"\n')), str(cli.workspace), check=True)
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
     env = env_for_children({"TERM": "xterm-256color"})

@@ -330,7 +330,7 @@ def test_a_run_whose_stop_was_requested_ends_stopped_when_its_worker_shuts_down(
     try:
         w = WorkerProc(cli)
         wait_for(lambda: ran(marks, "a", run_id) == 1, what="the worker to start agent a")
-        res = cli.run("stop", run_id[:8])
+        res = cli.call("stop", run_id[:8])
         assert res.returncode == 0 and "stop requested" in res.stdout, res.stdout + res.stderr
         w.shutdown()
         release(gates, "a")
@@ -426,7 +426,7 @@ def test_a_second_signal_leaves_the_runs_at_once_and_they_become_lost_and_resuma
         r = row(cli, run_id)
         assert r.status == "lost" and r.step == 0 and r.epoch == 1
         release(gates, "a")
-        res = cli.run("run", "--resume", run_id[:8])
+        res = cli.call("run", "--resume", run_id[:8])
         assert res.returncode == 0, res.stdout + res.stderr
     finally:
         release(gates, "a", "b")

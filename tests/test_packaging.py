@@ -97,7 +97,8 @@ def _fake_distribution(site: Path, name: str) -> dict[Path, str]:
 
 def test_the_wheel_installs_beside_packages_that_own_console_store_runtime_and_widgets(wheel, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # Without pip of its own (ensurepip costs ~10 s): this test's pip installs into it with --python.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
     site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
     hashes: dict[Path, str] = {}
@@ -108,7 +109,7 @@ def test_the_wheel_installs_beside_packages_that_own_console_store_runtime_and_w
     # so the checkout's editable install stays out of the way.
     (site / "zz_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
-    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     elsewhere = tmp_path / "elsewhere"

@@ -377,7 +377,7 @@ def test_cancel_of_a_running_run_and_completion_obey_the_same_fence(cli: Cli, tm
     wait_until(lambda: workspaces(cli.store_url, cli.workspace, rid), what="its workspace")
     victim = _victim(outside / "a", rid)
     _forge(cli, rid, str(victim))
-    assert cli.run("cancel", rid, str(cli.workspace)).returncode == 0
+    assert cli.call("cancel", rid, str(cli.workspace)).returncode == 0
     proc.communicate(timeout=30)
     assert job(cli.store_url, cli.workspace, rid).status == "cancelled"
     assert (victim / "precious.txt").read_text() == "keep me"
@@ -428,7 +428,7 @@ def test_a_workspace_path_with_a_nul_byte_does_not_block_cancel(sqlite_url: str,
     cli = Cli(sqlite_url, workspace)  # PostgreSQL text cannot hold NUL: SQLite only
     rid = _parked_run(cli, tmp_path)
     _forge(cli, rid, f"{workspace}/.swarmkit/runs/{rid}\x00/../../..")
-    res = cli.run("cancel", rid, str(workspace))
+    res = cli.call("cancel", rid, str(workspace))
     assert res.returncode == 0 and not has_traceback(res.stderr), res.stderr[-2000:]
     assert job(sqlite_url, workspace, rid).status == "cancelled"
 

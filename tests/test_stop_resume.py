@@ -46,7 +46,7 @@ def test_stop_from_another_process_parks_the_run_at_the_next_boundary(cli: Cli, 
     proc, short = start_foreground(cli, flow)
     wait_for(lambda: (marks / "a").exists(), what="agent a to start")
 
-    res = cli.run("stop", short)
+    res = cli.call("stop", short)
     assert res.returncode == 0, res.stderr
     assert f"stop requested for {short} — it will stop at the next agent boundary" in res.stdout
     assert "finish that call first" in res.stdout
@@ -69,7 +69,7 @@ def test_stop_from_another_process_parks_the_run_at_the_next_boundary(cli: Cli, 
     assert acts["run.stopped"].actor == "tester@ci"
     assert acts["run.stopped"].detail["boundary"] == "b"
     # The same run through `swarmkit logs`, from any process.
-    logs = cli.run("logs", short)
+    logs = cli.call("logs", short)
     assert "working on a" in logs.stdout and "[run.stopped]" in logs.stdout
 
 
@@ -110,12 +110,12 @@ def test_a_stopped_run_resumes_through_run_resume_and_does_not_stop_again(cli: C
     flow = slow_flow(tmp_path, marks)
     proc, short = start_foreground(cli, flow)
     wait_for(lambda: (marks / "a").exists(), what="agent a to start")
-    assert cli.run("stop", short).returncode == 0
+    assert cli.call("stop", short).returncode == 0
     release(marks / "gates", "a", "b", "c")
     proc.communicate(timeout=60)
     assert job(cli.store_url, cli.workspace, short).status == "stopped"
 
-    res = cli.run("run", "--resume", short)
+    res = cli.call("run", "--resume", short)
     assert res.returncode == 0, res.stderr
     assert f"{short} completed" in res.stdout
     row = job(cli.store_url, cli.workspace, short)
@@ -133,11 +133,11 @@ def test_a_stopped_run_resumes_through_a_worker_after_a_queue_resume(cli: Cli, t
     flow = slow_flow(tmp_path, marks)
     proc, short = start_foreground(cli, flow)
     wait_for(lambda: (marks / "a").exists(), what="agent a to start")
-    assert cli.run("stop", short).returncode == 0
+    assert cli.call("stop", short).returncode == 0
     release(marks / "gates", "a", "b", "c")
     proc.communicate(timeout=60)
 
-    res = cli.run("resume", short)  # the console's kind of resume: back to queued
+    res = cli.call("resume", short)  # the console's kind of resume: back to queued
     assert res.returncode == 0, res.stderr
     assert "queued" in res.stdout
     assert "no live worker" in res.stdout
@@ -174,7 +174,7 @@ def deterministic_flow(folder: Path) -> Path:
 def test_a_stopped_and_resumed_run_ends_byte_identical_to_an_uninterrupted_one(cli: Cli, tmp_path: Path):
     flow = deterministic_flow(tmp_path)
     release(tmp_path / "gates", "n0", "n1", "n2", "n3")
-    plain_run = cli.run("run", str(flow), "--input", "topic=x")
+    plain_run = cli.call("run", str(flow), "--input", "topic=x")
     assert plain_run.returncode == 0, plain_run.stderr
     plain_id = plain_run.stdout.split()[0]
 
@@ -183,11 +183,11 @@ def test_a_stopped_and_resumed_run_ends_byte_identical_to_an_uninterrupted_one(c
     proc = cli.start("run", str(flow), "--input", "topic=x")
     short = proc.stdout.readline().split()[0]
     wait_for(lambda: (j := job(cli.store_url, cli.workspace, short)) and j.step >= 1, what="the first agent to finish")
-    assert cli.run("stop", short).returncode == 0
+    assert cli.call("stop", short).returncode == 0
     release(tmp_path / "gates", "n1", "n2", "n3")
     proc.communicate(timeout=60)
     assert job(cli.store_url, cli.workspace, short).status == "stopped"
-    assert cli.run("run", "--resume", short).returncode == 0
+    assert cli.call("run", "--resume", short).returncode == 0
 
     a = checkpoints(cli.store_url, cli.workspace, job(cli.store_url, cli.workspace, plain_id).id)
     b = checkpoints(cli.store_url, cli.workspace, job(cli.store_url, cli.workspace, short).id)

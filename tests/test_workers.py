@@ -26,12 +26,12 @@ def test_a_worker_hosting_three_runs_stops_one_and_completes_the_others(cli: Cli
     gates = tmp_path / "gates"
     agents = "".join(f'[[agents]]\nname = "s{i}"\ncommand = "{hold(gates, "go") if i == 1 else "true"}; echo step {i}"\n' for i in range(4))
     flow = write_flow(tmp_path, "steps", 'name = "steps"\n' + agents)
-    ids = [cli.run("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(3)]
+    ids = [cli.call("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(3)]
     worker = cli.start("worker", "--concurrency", "3")
     try:
         wait_for(lambda: all(job(cli.store_url, cli.workspace, i).current_node == "s1" for i in ids), what="all three running s1")
         assert len({job(cli.store_url, cli.workspace, i).pid for i in ids}) == 1, "one process hosts all three"
-        res = cli.run("stop", ids[1][:8])
+        res = cli.call("stop", ids[1][:8])
         assert res.returncode == 0 and "stop requested" in res.stdout
         release(gates, "go")
         wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status in ("completed", "stopped") for i in ids), timeout=60, what="the runs to end")
@@ -46,7 +46,7 @@ def test_a_worker_hosting_three_runs_stops_one_and_completes_the_others(cli: Cli
 def test_two_workers_racing_for_queued_runs_host_each_exactly_once(cli: Cli, tmp_path: Path):
     ledger = tmp_path / "ledger"
     flow = write_flow(tmp_path, "once", f'name = "once"\n[[agents]]\nname = "mark"\ncommand = "echo $SWARMKIT_RUN_ID $SWARMKIT_HOST_PID >> {ledger}"\n')
-    ids = [cli.run("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(8)]
+    ids = [cli.call("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(8)]
     workers = [cli.start("worker", "--concurrency", "4") for _ in range(2)]
     try:
         wait_for(lambda: all(job(cli.store_url, cli.workspace, i).status == "completed" for i in ids), timeout=60, what="every run to complete")
@@ -75,7 +75,7 @@ def test_a_zombie_host_writes_nothing_after_its_run_is_resumed_elsewhere(cli: Cl
     try:
         # Past the lease (2 s in tests), another process resumes it: it is marked lost and claimed at epoch 2.
         time.sleep(3.0)
-        res = cli.run("run", "--resume", short)
+        res = cli.call("run", "--resume", short)
         assert res.returncode == 0, res.stderr
         assert "(was lost)" in res.stdout
     finally:
@@ -111,11 +111,11 @@ def test_a_run_whose_host_died_becomes_lost_and_resumes_from_its_checkpoint(cli:
     os.kill(host.pid, signal.SIGKILL)
     host.communicate()
     t0 = time.monotonic()
-    wait_for(lambda: "lost" in cli.run("status").stdout, timeout=15, what="the run to be marked lost")
+    wait_for(lambda: "lost" in cli.call("status").stdout, timeout=15, what="the run to be marked lost")
     assert time.monotonic() - t0 < 8
     row = job(cli.store_url, cli.workspace, short)
     assert row.status == "lost" and row.step == 1
-    res = cli.run("run", "--resume", short)
+    res = cli.call("run", "--resume", short)
     assert res.returncode == 0, res.stderr
     row = job(cli.store_url, cli.workspace, short)
     assert row.status == "completed" and row.step == 3 and row.epoch == 2
@@ -129,12 +129,12 @@ def test_approve_records_the_gate_and_a_worker_finishes_the_run(cli: Cli, tmp_pa
         tmp_path, "gated",
         'name = "gated"\n[[agents]]\nname = "prepare"\ncommand = "echo ready"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "echo shipped"\n',
     )
-    res = cli.run("run", str(flow), check=True)
+    res = cli.call("run", str(flow), check=True)
     short = res.stdout.split()[0]
     assert "waiting for approval at ship" in res.stdout
     row = job(cli.store_url, cli.workspace, short)
     assert row.status == "deferred" and row.pending_gate == "ship" and row.step == 1
-    res = cli.run("approve", short, env={"SWARMKIT_ACTOR": "carol@desk"})
+    res = cli.call("approve", short, env={"SWARMKIT_ACTOR": "carol@desk"})
     assert res.returncode == 0 and "approved 'ship'" in res.stdout
     worker = cli.start("worker")
     try:
@@ -168,7 +168,7 @@ def test_a_worker_drains_on_sigterm_parking_its_runs_back_to_the_queue(cli: Cli,
     human to resume every run.)"""
     gates = tmp_path / "gates"
     flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "a"\ncommand = "{hold(gates, "a")}"\n[[agents]]\nname = "b"\ncommand = "true"\n')
-    short = cli.run("run", "--detach", str(flow), check=True).stdout.strip()[:8]
+    short = cli.call("run", "--detach", str(flow), check=True).stdout.strip()[:8]
     worker = cli.start("worker")
     wait_for(lambda: job(cli.store_url, cli.workspace, short).current_node == "a", what="the run to start")
     worker.send_signal(signal.SIGTERM)
