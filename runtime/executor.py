@@ -25,7 +25,7 @@ from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED, UTCDateTime, checkpoints, events, jobs
 from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
 
-from . import flow_modules
+from . import flow_modules, host_metrics
 from .agent_process import AgentProcess, LineSink
 from .agents import ProcessHooks, Usage, is_async_call, make_context, run_call, run_command, run_sync_call
 from .control import record_audit, record_event, state_json, storable
@@ -306,6 +306,7 @@ class RunHost:
         self._procs: set[AgentProcess] = set()
         self._lease_lapsed = False
         self._store_replaced = False
+        self._last_renewal: float | None = None
         self._node_agent: Agent | None = None
         self._node_in_process = False
         self._escalation: asyncio.Task | None = None
@@ -343,6 +344,9 @@ class RunHost:
     def _renewed(self, stamped_at: float) -> None:
         """A heartbeat stamped at `stamped_at` (monotonic, taken before its write began) has landed."""
         deadline = stamped_at + self.settings.lease_s - self.settings.lease_margin_s
+        if self._last_renewal is not None:
+            host_metrics.HEARTBEAT_INTERVAL.observe(max(0.0, stamped_at - self._last_renewal))
+        self._last_renewal = stamped_at
         if self.lease_deadline is None or deadline > self.lease_deadline:
             self.lease_deadline = deadline
             for proc in list(self._procs):
@@ -464,6 +468,7 @@ class RunHost:
             raise RunCancelledError(self.job_id)
         if flags.stop_requested_at is not None and self._stop_latched is None:
             self._stop_latched = flags.stop_requested_by or "unknown"
+            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
         if self._stop_latched is not None:
             raise RunStoppedError(agent.name, step, self._stop_latched)
         if self._park_by is not None:
@@ -490,7 +495,9 @@ class RunHost:
                 conn.execute(_INSERT_EVENTS, [self._started_event(step, agent, store_now())])
             return flags
 
+        t0 = time.monotonic()
         flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx))
+        host_metrics.BOUNDARY.observe(time.monotonic() - t0)
         self._decide(flags, step, agent)
 
     async def checkpoint_and_enter(self, step: int, agent: Agent, state: dict[str, Any], usage: Usage, nxt: Agent | None) -> None:
@@ -535,7 +542,9 @@ class RunHost:
                 return await self.store.run_write(lambda conn: tx(conn, batch, attempts[0] > 1))
 
             try:
+                t0 = time.monotonic()
                 flags = await self._retrying("the checkpoint", op)
+                host_metrics.BOUNDARY.observe(time.monotonic() - t0)
             except FencedError:
                 raise
             except BaseException:

@@ -109,6 +109,9 @@ def test_routes_answer_with_their_codes(cli: Cli, serving):
     served = {(smp.labels["route"], smp.labels["code"]): smp.value for smp in families["swarmkit_http_requests"].samples if smp.name.endswith("_total")}
     assert served[("/jobs", "201")] == 2 and served[("/jobs/{job_id}/stop", "409")] == 1
     assert "swarmkit_store_errors" in families and "swarmkit_heartbeat_age_seconds_max" in families
+    # The runs this server hosted went through boundaries it timed.
+    boundary = {smp.name: smp.value for smp in families["swarmkit_boundary_check_seconds"].samples}
+    assert boundary["swarmkit_boundary_check_seconds_count"] >= 2 and boundary["swarmkit_boundary_check_seconds_sum"] > 0
 
 
 def test_stop_resume_and_cancel_over_http_on_runs_the_server_hosts(cli: Cli, serving):
@@ -130,6 +133,8 @@ def test_stop_resume_and_cancel_over_http_on_runs_the_server_hosts(cli: Cli, ser
     release(gates, "go")
     stopped = wait_status(s, run["id"], "stopped")
     assert stopped["current_node"] == "after" or stopped["step"] == 1
+    reaction = {smp.name: smp.value for fam in text_string_to_metric_families(s.client.get("/metrics").text) if fam.name == "swarmkit_stop_reaction_seconds" for smp in fam.samples}
+    assert reaction["swarmkit_stop_reaction_seconds_count"] == 1 and reaction["swarmkit_stop_reaction_seconds_sum"] > 0
 
     resumed = s.client.post(f"/jobs/{run['id']}/resume")
     assert resumed.status_code == 200 and resumed.json()["changed"] and resumed.json()["hint"] is None, resumed.text

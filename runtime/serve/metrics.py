@@ -15,6 +15,9 @@ from swarmkit.store.models import STORED_STATUSES
 from swarmkit.store.pages import heartbeat_ages
 from swarmkit.store.queries import status_counts
 
+from .. import host_metrics
+from ..host_metrics import Histogram
+
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -27,18 +30,11 @@ class Metrics:
         self.requests: Counter[tuple[str, str, int]] = Counter()
         self.store_errors = 0
         self.started = time.time()
-        self._latency = [0] * (len(_BUCKETS) + 1)
-        self._latency_sum = 0.0
+        self.latency = Histogram("swarmkit_http_request_duration_seconds", "Time to answer a request (a stream counts until its headers).", _BUCKETS)
 
     def served(self, route: str, method: str, code: int, seconds: float) -> None:
         self.requests[(route, method, code)] += 1
-        self._latency_sum += seconds
-        for i, edge in enumerate(_BUCKETS):
-            if seconds <= edge:
-                self._latency[i] += 1
-                break
-        else:
-            self._latency[-1] += 1
+        self.latency.observe(seconds)
 
     def render(self, counts: dict[str, int], ages: list[float]) -> str:
         out: list[str] = []
@@ -55,19 +51,14 @@ class Metrics:
         head("swarmkit_http_requests_total", "counter", "Requests served, by route template, method and status code.")
         for (route, method, code), n in sorted(self.requests.items()):
             out.append(f'swarmkit_http_requests_total{{route="{_label(route)}",method="{method}",code="{code}"}} {n}')
-        head("swarmkit_http_request_duration_seconds", "histogram", "Time to answer a request (a stream counts until its headers).")
-        cumulative = 0
-        for edge, n in zip(_BUCKETS, self._latency):
-            cumulative += n
-            out.append(f'swarmkit_http_request_duration_seconds_bucket{{le="{edge}"}} {cumulative}')
-        cumulative += self._latency[-1]
-        out.append(f'swarmkit_http_request_duration_seconds_bucket{{le="+Inf"}} {cumulative}')
-        out.append(f"swarmkit_http_request_duration_seconds_sum {self._latency_sum:.6f}")
-        out.append(f"swarmkit_http_request_duration_seconds_count {cumulative}")
+        out.extend(self.latency.lines())
         head("swarmkit_store_errors_total", "counter", "Requests that found the store unavailable.")
         out.append(f"swarmkit_store_errors_total {self.store_errors}")
         head("swarmkit_serve_start_time_seconds", "gauge", "When this server started (Unix time).")
         out.append(f"swarmkit_serve_start_time_seconds {self.started:.3f}")
+        # What this process measured of the runs it hosts (none with --no-host).
+        for hist in host_metrics.ALL:
+            out.extend(hist.lines())
         return "\n".join(out) + "\n"
 
 
