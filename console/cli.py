@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 
 from swarmkit.runtime import control
@@ -101,13 +102,18 @@ def run_demo(argv: list[str]) -> int:
     args = build_demo_parser().parse_args(argv)
     session = DemoSession(args.folder)
     print(f"swarmkit-console demo: store and runs in {session.folder}", flush=True)
+    problem: str | None = None
     try:
         session.start()
         app = make_app(session.store_url, session.folder, read_only=args.read_only)
+        # A closed terminal (SIGHUP) ends the console the way `q` does, so the demo is stopped below.
+        signal.signal(signal.SIGHUP, lambda *_: asyncio.get_running_loop().call_soon_threadsafe(app.exit))
         app.run()
+        # Judged before the stop: the worker ending because we stopped it is no problem.
+        problem = session.worker_problem()
     finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         session.stop(say=lambda m: print(f"swarmkit-console demo: {m}", flush=True))
-    problem = session.worker_problem()
     print(
         f"swarmkit-console demo: the demo store stays in {session.folder}; its unfinished runs are back in the queue,\n"
         "  stopped, or lost once their lease runs out (all resumable):\n"

@@ -78,7 +78,7 @@ class DemoSession:
             # and the console decides how its children end.
             return subprocess.Popen(
                 [sys.executable, *args], cwd=self.folder, env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
             )
         finally:
             log.close()
@@ -121,6 +121,21 @@ class DemoSession:
             return
         proc.kill()
         _wait(proc, 5)
+
+
+def _die_with_parent() -> None:
+    """In the child: a console that dies without cleaning up (kill -9, a lost terminal) takes its demo along.
+
+    SIGKILL, because nobody is left to wait for a graceful drain; the agents'
+    supervisors see their host go and end them, and the runs show lost, resumable.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the console's own exit path still stops it
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> bool:

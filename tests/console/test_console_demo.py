@@ -53,3 +53,64 @@ def test_demo_shows_every_state_within_a_minute_and_stops_what_it_started(tmp_pa
         session.stop(say=lambda m: None)
     assert session.worker is not None and session.worker.poll() is not None
     assert session.director is not None and session.director.poll() is not None
+
+
+def _demo_worker(folder: Path) -> int | None:
+    """The pid of the demo's worker process (its command line names the demo folder)."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "worker" in cmd and str(folder) in cmd:
+            return proc.info["pid"]
+    return None
+
+
+def _start_demo(folder: Path):
+    import sys
+
+    from tests.reliability import env_for_children
+    from tests.test_contention import PtyReader
+
+    demo = PtyReader([sys.executable, "-m", "swarmkit.console.cli", "demo", str(folder)], folder.parent, dict(env_for_children(), TERM="xterm-256color"))
+    deadline = time.monotonic() + 60
+    while (pid := _demo_worker(folder)) is None:
+        assert demo.proc.poll() is None, bytes(demo.out[-2000:])
+        assert time.monotonic() < deadline, "the demo's worker never started"
+        time.sleep(0.2)
+    while b"workers" not in demo.out:  # the console has painted
+        assert time.monotonic() < deadline, bytes(demo.out[-2000:])
+        time.sleep(0.2)
+    return demo, pid
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_the_demo_exits_0_on_q_and_its_worker_ends_however_the_console_ends(tmp_path):
+    import os
+    import signal
+
+    demo, worker = _start_demo(tmp_path / "q")
+    assert demo.quit(b"q", timeout=40) == 0, bytes(demo.out[-2000:])
+    assert _gone(worker, 5), "the demo's worker outlived `q`"
+
+    # A closed terminal: SIGHUP to the console ends it like `q`, demo and all.
+    demo, worker = _start_demo(tmp_path / "hup")
+    os.kill(demo.proc.pid, signal.SIGHUP)
+    assert demo.quit(b"", timeout=40) is not None, "the console did not end on SIGHUP"
+    assert _gone(worker, 10), "the demo's worker outlived a closed terminal"
+
+    # kill -9 of the console: nobody cleans up, and still nothing of the demo is left running.
+    demo, worker = _start_demo(tmp_path / "kill")
+    os.kill(demo.proc.pid, signal.SIGKILL)
+    demo.quit(b"", timeout=10)
+    assert _gone(worker, 10), "the demo's worker outlived a killed console"
