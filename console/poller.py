@@ -47,6 +47,7 @@ from swarmkit.store.queries import (
     lease_expired,
     list_jobs,
     running_active_since,
+    shown_running_counts,
     skewed_workers,
     status_counts,
     updated_between,
@@ -112,6 +113,7 @@ class _Read:
     workers: int = 0
     narrow: list[tuple[str, datetime]] = field(default_factory=list)  # (id, updated_at) of the skew window
     skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
+    shown_counts: dict[str, int] = field(default_factory=dict)  # filtered full reads: the store's stopping/cancelling/stalled
 
 
 class Poller:
@@ -137,6 +139,7 @@ class Poller:
         self._cache: dict[str, JobRecord] = {}
         self._marker: ChangeMarker | None = None
         self._filter: str | None = None
+        self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
         self._lock = asyncio.Lock()
         # When the previous poll read the store (our clock): running rows whose
@@ -217,11 +220,9 @@ class Poller:
             shown = {"cancelling": len(self._cancelling), "stopping": len(self._stopping),
                      "stalled": bisect_left(self._quiet, (now - STALL_AFTER,))}
         else:
-            shown = {}
-            for job in self._running.values():
-                status = job.display_status(now)
-                if status != RUNNING:
-                    shown[status] = shown.get(status, 0) + 1
+            # Filtered, the poller holds only what matches: the whole store's shown
+            # counts come with each full read, so the bar keeps one vocabulary.
+            shown = dict(self._shown_active)
         for status, n in shown.items():
             if n:
                 counts[RUNNING] = counts.get(RUNNING, 0) - n
@@ -300,8 +301,10 @@ class Poller:
                 got.rows = changed + get_jobs(conn, missed)
         if full:
             got.full = True
-            got.rows = list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter)
+            got.rows = list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER)
             got.counts = status_counts(conn)
+            if plan.text_filter is not None:
+                got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
         elif plan.event_since is not None:
             got.running = running_active_since(conn, plan.event_since)
         if plan.focus is not None:
@@ -323,6 +326,7 @@ class Poller:
                 self._put(got.focus)
             self._last_full = time.monotonic()
             counts = got.counts or {}
+            self._shown_active = dict(got.shown_counts)
             self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
             self._ended_counts = {s: n for s, n in counts.items() if s not in ACTIVE_STATUSES}
             self._ended_since = {}

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, bindparam, cast, func, select, type_coerce
+from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, and_, bindparam, case, cast, func, literal, select, type_coerce
 
 from . import clock
+from .clock import store_now
 from .models import (
     ACTIVE_STATUSES,
     RUNNING,
@@ -26,6 +27,7 @@ from .models import (
     workspaces,
 )
 from .records import (
+    STALL_AFTER,
     AuditRecord,
     CheckpointRecord,
     EventRecord,
@@ -101,14 +103,27 @@ def jobs_by_prefix(conn: Connection, prefix: str, limit: int = 20) -> list[JobRe
 _ACTIVE = sorted(ACTIVE_STATUSES)
 
 
-def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None):
+def shown_status(stall_cutoff: datetime):
+    """`JobRecord.display_status` in SQL, for filtering by what the table shows (a test holds the two together)."""
+    running = jobs.c.status == RUNNING
+    last = func.coalesce(jobs.c.last_event_at, jobs.c.started_at)
+    return case(
+        (and_(running, jobs.c.cancel_requested_at.is_not(None)), literal("cancelling")),
+        (and_(running, jobs.c.stop_requested_at.is_not(None)), literal("stopping")),
+        (and_(running, last < bindparam("b_stall_cutoff", stall_cutoff, type_=UTCDateTime())), literal("stalled")),
+        else_=jobs.c.status,
+    )
+
+
+def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None, stall_cutoff: datetime | None = None):
     cond = []
     if text_filter:
         like = "%" + text_filter.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        status = shown_status(stall_cutoff or store_now() - STALL_AFTER)
         cond.append(
             (jobs.c.flow.ilike(like, escape="\\"))
             | (jobs.c.id.ilike(like, escape="\\"))
-            | (jobs.c.status.ilike(like, escape="\\"))
+            | (status.ilike(like, escape="\\"))
             | (jobs.c.current_node.ilike(like, escape="\\"))
         )
     stmts = [select(*_JOB_COLS).where(jobs.c.status.in_(_ACTIVE), *cond).order_by(jobs.c.created_at.desc())]
@@ -128,10 +143,11 @@ def list_jobs(
     include_ended: bool = True,
     ended_limit: int = 200,
     text_filter: str | None = None,
+    stall_cutoff: datetime | None = None,
 ) -> list[JobRecord]:
-    """Active runs (all of them), then the most recent ended ones, bounded."""
+    """Active runs (all of them), then the most recent ended ones, bounded. A filter matches the shown status."""
     out: list[JobRecord] = []
-    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter):
+    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter, stall_cutoff):
         out.extend(_job(r) for r in conn.execute(stmt))
     return out
 
@@ -312,6 +328,13 @@ def live_workers(conn: Connection, lease_s: float) -> list[WorkerRecord]:
 
 _STATUS_COUNTS = select(jobs.c.status, func.count()).group_by(jobs.c.status)
 
+
+
+def shown_running_counts(conn: Connection, stall_cutoff: datetime) -> dict[str, int]:
+    """How many running rows are shown stopping, cancelling or stalled: a pass over the running rows only."""
+    status = shown_status(stall_cutoff).label("shown")
+    stmt = select(status, func.count()).where(jobs.c.status == RUNNING).group_by(status)
+    return {shown: int(n) for shown, n in conn.execute(stmt) if shown != RUNNING}
 
 
 def status_counts(conn: Connection) -> dict[str, int]:

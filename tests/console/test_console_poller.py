@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from console_helpers import init_store, submit
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from swarmkit.console.poller import LINGER, Poller
 from swarmkit.console.store_link import StoreLink
@@ -13,6 +13,7 @@ from swarmkit.runtime import control
 from swarmkit.store import Store
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import jobs
+from swarmkit.store.records import STALL_AFTER
 from tests.conftest import write_flow
 
 
@@ -83,6 +84,43 @@ async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, 
         snap = await poller.poll()
         assert {j.id: j for j in snap.jobs}[c].last_event_at == later.replace(microsecond=later.microsecond)
         assert snap.counts == {"stopping": 1, "cancelling": 1, "running": 1}
+    finally:
+        await link.close()
+
+
+async def test_filters_and_counts_speak_the_shown_statuses(store_url, workspace, fast_env):
+    """Filtering for stopping, cancelling or stalled finds those runs; under any filter the counts bar keeps
+    the shown statuses (two stopping runs are "stopping 2", never "running 2")."""
+    await init_store(store_url, workspace)
+    a1, a2, b, c, d = await submit(store_url, workspace, quick_flow(workspace), count=5)
+    now = store_now()
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.write() as conn:
+            for run, extra in ((a1, dict(stop_requested_at=now, stop_requested_by="x")), (a2, dict(stop_requested_at=now, stop_requested_by="x")),
+                               (b, dict(cancel_requested_at=now, cancel_requested_by="y")), (c, {}), (d, {})):
+                quiet = now - timedelta(minutes=5) if run == c else now
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(status="running", epoch=1, heartbeat_at=now, last_event_at=quiet, updated_at=now, **extra))
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=60)
+    shown = {"stopping": 2, "cancelling": 1, "stalled": 1, "running": 1}
+    try:
+        for text, wanted in (("stopping", {a1, a2}), ("STOPP", {a1, a2}), ("cancelling", {b}), ("stalled", {c}), ("running", {d}), ("quick", {a1, a2, b, c, d})):
+            snap = await poller.poll(text_filter=text)
+            assert {j.id for j in snap.jobs} == wanted, text
+            assert all(j.display_status(snap.at) in (text.lower(), "stopping", "cancelling", "stalled", "running") for j in snap.jobs)
+            assert snap.counts == shown, (text, snap.counts)
+        snap = await poller.poll()
+        assert snap.counts == shown
+        # The SQL form of the shown status is the record's rule, row by row.
+        from swarmkit.store.queries import shown_status
+
+        store = await link.get()
+        async with store.read() as conn:
+            rows = dict((await conn.execute(select(jobs.c.id, shown_status(store_now() - STALL_AFTER)))).all())
+        assert rows == {j.id: j.display_status(store_now()) for j in snap.jobs}
     finally:
         await link.close()
 
