@@ -24,6 +24,7 @@ from .engine import (
     STORE_ENV,
     StoreError,
     StoreLocation,
+    StoreUnavailable,
     StoreUrlError,
     folder_is_read_only,
     make_engine,
@@ -300,6 +301,10 @@ def is_transient(exc: BaseException) -> bool:
     code = _sqlstate(exc)
     if code is not None and code.startswith(_TRANSIENT_SQLSTATES):
         return True
+    if isinstance(exc, StoreUnavailable):
+        # A connect that failed in the driver: away, unless it was refused for good
+        # (28: bad credentials; 3D: no such database).
+        return not (code or "").startswith(("28", "3D"))
     if isinstance(exc, (IntegrityError, ProgrammingError)):
         return False
     if isinstance(exc, DBAPIError):
