@@ -11,7 +11,7 @@ import sys
 
 from swarmkit.runtime import control
 from swarmkit.runtime.report import clock_warning, runs_table
-from swarmkit.runtime.settings import Settings
+from swarmkit.runtime.settings import Settings, version
 from swarmkit.runtime.text import plain
 from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, masked, resolve_store
 from swarmkit.store.clock import store_now
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
+    p.add_argument("--version", action="version", version=f"swarmkit-console {version()}")
     return p
 
 

@@ -27,7 +27,7 @@ from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageEr
 from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
 from .report import clock_warning, runs_table
-from .settings import Settings, default_actor
+from .settings import Settings, default_actor, version
 from .text import plain, plain_lines
 from .worker import Worker
 from .workspaces import sweep
@@ -46,6 +46,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swarmkit", description="Run control for agent runs: run, stop, resume, cancel, approve, watch.")
+    parser.add_argument("--version", action="version", version=f"swarmkit {version()}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
 

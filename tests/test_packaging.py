@@ -149,3 +149,13 @@ def test_the_wheel_installs_beside_packages_that_own_console_store_runtime_and_w
     for path, digest in hashes.items():
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} was changed by installing Swarmkit"
     assert not (site / "console" / "app.py").exists()
+
+
+def test_both_commands_say_their_version():
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    for module, name in (("swarmkit.runtime.cli", "swarmkit"), ("swarmkit.console.cli", "swarmkit-console")):
+        r = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.strip() == f"{name} {version('swarmkit-run-control')}", (r.stdout, r.stderr)
