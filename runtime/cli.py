@@ -147,10 +147,14 @@ async def cmd_act(args) -> int:
             res = await control.approve(store, args.run_id)
         else:
             res = await control.resume(store, args.run_id)
-        print(plain_lines(res.message))
+        # What was done goes to stdout; a refusal and a warning to stderr, where scripts look for them.
+        if res.code == EXIT_OK:
+            print(plain_lines(res.message))
+        else:
+            err(plain_lines(res.message))
         if res.changed and args.verb in ("approve", "resume"):
             if await control.live_worker_count(store, Settings.from_env().lease_s) == 0:
-                print(control.no_worker_hint(res.job.short_id if res.job else args.run_id))
+                err(control.no_worker_hint(res.job.short_id if res.job else args.run_id))
         return res.code
 
     return await with_store(args, go)

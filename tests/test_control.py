@@ -100,11 +100,11 @@ def test_noops_refusals_and_unknown_ids(cli: Cli, tmp_path: Path):
     assert res.returncode == 1 and f"cannot resume {done}: it is completed." in res.stderr
     for status in ("failed", "cancelled"):
         res = cli.call("resume", ids[status])
-        assert res.returncode == 1 and f"it is {status}" in res.stdout
+        assert res.returncode == 1 and f"it is {status}" in res.stderr
     res = cli.call("stop", ids["stopped"])
     assert res.returncode == 0 and "already stopped" in res.stdout
     res = cli.call("approve", ids["stopped"])
-    assert res.returncode == 1 and "not waiting at a gate" in res.stdout
+    assert res.returncode == 1 and "not waiting at a gate" in res.stderr
     res = cli.call("stop", "deadbeef00")
     assert res.returncode == 2 and "no run matches 'deadbeef00'" in res.stderr
     res = cli.call("stop", "not-hex!")

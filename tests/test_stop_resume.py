@@ -140,7 +140,7 @@ def test_a_stopped_run_resumes_through_a_worker_after_a_queue_resume(cli: Cli, t
     res = cli.call("resume", short)  # the console's kind of resume: back to queued
     assert res.returncode == 0, res.stderr
     assert "queued" in res.stdout
-    assert "no live worker" in res.stdout
+    assert "no live worker" in res.stderr
     assert job(cli.store_url, cli.workspace, short).status == "queued"
     worker = cli.start("worker", "--concurrency", "2")
     try:
