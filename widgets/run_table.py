@@ -170,6 +170,7 @@ class RunTable(ScrollView, can_focus=True):
         self._strips: dict[str, tuple[tuple, Strip]] = {}
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
+        self._base: Style | None = None  # the widget's own rich style, until its styles change
         # The owner's current row for a run, for rows on screen between two `show` calls.
         self.row_source: Callable[[str], RunRow | None] | None = None
 
@@ -261,7 +262,7 @@ class RunTable(ScrollView, can_focus=True):
         if structural:
             self._index = None
             self._settle_cursor(cursor_key, cursor_screen)
-            self.virtual_size = Size(self._total_width(), len(self._order) + 1)
+            self._resize()
             self.refresh()
         updated += self.refresh_visible(skip=fresh)
         self._announce()
@@ -317,9 +318,10 @@ class RunTable(ScrollView, can_focus=True):
             # The run under the cursor went away: stay at the same height, on the run that took its place.
             target = min(max(self.cursor_row, 0), len(self._order) - 1)
         self.cursor_row = target
-        # Keep it on the same screen line: scroll by as much as it moved.
+        # Keep it on the same screen line: scroll by as much as it moved, even
+        # in a table shorter than the screen (the lines below its end stay blank).
         top = max(0, target - max(0, cursor_screen))
-        self.virtual_size = Size(self._total_width(), len(self._order) + 1)
+        self._resize(top)
         self.set_scroll(None, top)
 
     def sort_by(self, column: str | None, reverse: bool | None = None) -> None:
@@ -354,7 +356,7 @@ class RunTable(ScrollView, can_focus=True):
         if n:
             if self._widen(row):
                 self._header = None
-                self.virtual_size = Size(self._total_width(), len(self._order) + 1)
+                self._resize()
                 self.refresh()
             else:
                 self._refresh_key(row.key)
@@ -368,6 +370,14 @@ class RunTable(ScrollView, can_focus=True):
                 self._widths[i] = cell.cell_len
                 wider = True
         return wider
+
+    def _resize(self, top: int | None = None) -> None:
+        """Set the virtual size: every row and the header, and room to keep the view's top at `top`."""
+        top = int(self.scroll_y) if top is None else top
+        height = len(self._order) + 1
+        if top > 0:
+            height = max(height, top + self.scrollable_content_region.height)
+        self.virtual_size = Size(self._total_width(), height)
 
     def _total_width(self) -> int:
         return sum(w + 2 * PAD for w in self._widths)
@@ -420,6 +430,7 @@ class RunTable(ScrollView, can_focus=True):
         super().notify_style_update()
         self._strips.clear()
         self._header = None
+        self._base = None
 
     # --- the cursor -----------------------------------------------------------------
 
@@ -508,17 +519,25 @@ class RunTable(ScrollView, can_focus=True):
                 self.action_select_cursor()
 
     def on_focus(self, event: events.Focus) -> None:
+        self._base = None
         self.refresh()
 
     def on_blur(self, event: events.Blur) -> None:
+        self._base = None
         self.refresh()
+
+    @property
+    def _base_style(self) -> Style:
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
 
     # --- the line API -----------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         scroll_x = int(self.scroll_x)
-        base = self.rich_style
+        base = self._base_style
         if y == 0:
             strip = self._header_strip()
         else:
@@ -532,7 +551,7 @@ class RunTable(ScrollView, can_focus=True):
         sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
         if self._header is not None and self._header[0] == sig:
             return self._header[1]
-        style = self.rich_style + self.get_component_rich_style("run-table--header")
+        style = self._base_style + self.get_component_rich_style("run-table--header")
         titles = []
         for col, title, _ in COLUMNS:
             mark = (" ▼" if self.sort_reverse else " ▲") if col == self.sort_column else ""
@@ -542,7 +561,7 @@ class RunTable(ScrollView, can_focus=True):
         for i, t in enumerate(titles):
             if t.cell_len > widths[i]:
                 self._widths[i] = widths[i] = t.cell_len
-                self.virtual_size = Size(self._total_width(), len(self._order) + 1)
+                self._resize()
                 self._strips.clear()
         sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
         strip = self._line(titles, style)
@@ -557,7 +576,7 @@ class RunTable(ScrollView, can_focus=True):
         cached = self._strips.get(key)
         if cached is not None and cached[0] == sig:
             return cached[1]
-        style = self.rich_style
+        style = self._base_style
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
         strip = self._line(self._cells_of(row), style)
