@@ -7,7 +7,7 @@ that run's line only, so a poll that changes nothing costs nothing to paint.
 
 Rows stay put: the table keeps its own order. The default is newest first
 (created desc); the operator picks another (a click on a header, or the keys
-1..8 for the columns in order; the same again reverses it). A run whose values
+1..8 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
 change keeps its place; a new run is inserted where the sort puts it, and when
 that is above the cursor the view scrolls with it, so that the run under the
 cursor stays on the same screen line.
@@ -123,6 +123,7 @@ class RunTable(ScrollView, can_focus=True):
         Binding("home", "first", "First", show=False),
         Binding("end", "last", "Last", show=False),
         Binding("enter", "select_cursor", "Select", show=False),
+        Binding("0", "sort('')", "Newest first", show=False),
     ] + [Binding(str(i + 1), f"sort('{col}')", f"Sort by {title.lower()}", show=False) for i, (col, title, _) in enumerate(COLUMNS)]
 
     class RowHighlighted(Message):
@@ -343,7 +344,7 @@ class RunTable(ScrollView, can_focus=True):
         self._announce()
 
     def action_sort(self, column: str) -> None:
-        self.sort_by(column)
+        self.sort_by(column or None)
 
     def _update(self, row: RunRow) -> int:
         """Take a shown row's new values; refresh its line if what it shows changed. Returns the cells changed."""

@@ -159,6 +159,9 @@ async def test_run_table_sorts_by_header_click_and_keys():
         await pilot.press("1")
         assert table.shown_keys == keys[::-1] + ["e" * 32]
         assert "ID ▲" in table.render_line(0).text
+        await pilot.press("0")  # back to newest first
+        assert table.shown_keys == ["e" * 32] + keys[::-1]
+        assert "▲" not in table.render_line(0).text
 
 
 async def test_run_table_click_and_enter_post_messages():
