@@ -200,3 +200,24 @@ def use() -> None:
     import swarmkit.console.main_screen as main_screen
 
     main_screen.RunTable = DataTableRunTable  # type: ignore[misc]
+
+
+def use_blank(after_s: float = 2.5) -> None:
+    """The console's floor: its run table paints blank rows `after_s` seconds after start (the header stays).
+
+    Everything else runs as usual (polls, diffing, the lines refreshed, the
+    header, the detail): the CPU at idle minus this floor is what painting rows costs.
+    """
+    import time
+
+    from textual.strip import Strip
+
+    start = time.monotonic()
+    real = LineRunTable.render_line
+
+    def render_line(self: LineRunTable, y: int) -> Strip:
+        if y == 0 or time.monotonic() - start < after_s:
+            return real(self, y)
+        return Strip.blank(self.size.width, self.rich_style)
+
+    LineRunTable.render_line = render_line  # type: ignore[method-assign]

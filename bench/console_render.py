@@ -21,7 +21,9 @@ Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
 3. Idle CPU with live runs ticking: a second store whose `--live` active runs
    are all running, heart-beating and reporting work (and usage) every
    second, written by this process; `--idle-s` seconds of the console's CPU
-   time read from /proc.
+   time read from /proc. And the floor: the same console whose run table
+   paints blank rows once it has shown them (polls, diffs, header and detail
+   as usual); what a table costs is its figure minus the floor.
 
 The store's running rows have no live host: the console runs with a long
 lease (SWARMKIT_LEASE) so that it does not mark them lost.
@@ -179,7 +181,8 @@ class PtyConsole:
         env = dict(os.environ, TERM="xterm-256color", SWARMKIT_LEASE=str(LONG_LEASE_S), COLUMNS=str(SIZE[0]), LINES=str(SIZE[1]))
         # This tree's console (what `swarmkit-console` runs when installed from it).
         env["PYTHONPATH"] = os.pathsep.join([str(B.ROOT), str(Path(__file__).parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        swap = "import _datatable_table; _datatable_table.use(); " if table == "datatable" else ""
+        swap = {"datatable": "import _datatable_table; _datatable_table.use(); ",
+                "floor": "import _datatable_table; _datatable_table.use_blank(); "}.get(table, "")
         cmd = [sys.executable, "-c", "import sys; " + swap + "from swarmkit.console.cli import main; sys.exit(main())"]
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
@@ -373,6 +376,7 @@ def main() -> None:
         live = asyncio.run(build_live(url, ws, args.live_runs, args.live))
         for kind in kinds:
             res[kind].update(idle_cpu(url, ws, args.idle_s, kind, live))
+        floor = idle_cpu(url, ws, args.idle_s, "floor", live)["cpu_pct"]
     for kind in kinds:
         r = res[kind]
         line_table = kind == "line"
@@ -402,6 +406,10 @@ def main() -> None:
         print(f"  {args.changed} changed rows above idle     {a['above']:8.2f} ms  {b['above']:8.2f} ms   target line <= {APPLY_TARGET_MS:.0f} ms  {B.verdict(a['above'] <= APPLY_TARGET_MS)}")
         print(f"  idle CPU, {args.live} live runs ticking   {a['cpu_pct']:8.2f} %   {b['cpu_pct']:8.2f} %    target line <= {IDLE_CPU_TARGET:.0f} % {B.verdict(a['cpu_pct'] <= IDLE_CPU_TARGET)}, ratio {ratio:.1f}x >= {IDLE_RATIO_TARGET:.0f}x {B.verdict(ratio >= IDLE_RATIO_TARGET)}")
         print(f"  peak memory                     {a['hwm_mb']:8.1f} MB  {b['hwm_mb']:8.1f} MB")
+        print(f"  idle CPU floor (rows painted blank): {floor:.2f} %; above it: line {a['cpu_pct'] - floor:.2f} %, "
+              f"datatable {b['cpu_pct'] - floor:.2f} % ({(b['cpu_pct'] - floor) / max(a['cpu_pct'] - floor, 0.01):.1f}x)")
+    else:
+        print(f"\n  idle CPU floor (rows painted blank): {floor:.2f} %")
 
 
 if __name__ == "__main__":
