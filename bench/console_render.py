@@ -1,6 +1,11 @@
-"""The console's render on a big store: first paint, applying a poll, CPU at idle, peak memory.
+"""The console's render on a big store, the line-API run table and Textual's DataTable side by side.
 
-    python bench/console_render.py [--runs 100000] [--active 2000] [--reps 40] [--idle-s 30] [--smoke]
+    python bench/console_render.py [--runs 100000] [--active 2000] [--reps 40] [--idle-s 30]
+                                   [--live 50] [--tables line,datatable] [--smoke]
+
+Every figure is taken for each table in the same run: `line` is the console's
+`RunTable` (widgets/run_table.py), `datatable` the DataTable table it replaced
+(bench/_datatable_table.py), swapped into the console for the measurement.
 
 Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
 
@@ -11,9 +16,14 @@ Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
    the difference: "above idle").
 2. The real thing: `swarmkit-console --poll 1` in a pseudo-terminal. The time
    from spawning it to the first table row on the terminal (Python start-up
-   included); then `--idle-s` seconds with nothing changing, with the
-   process's CPU time read from /proc; its peak memory (VmHWM: the
-   process's own high-water mark, read just before it quits).
+   included); its peak memory (VmHWM: the process's own high-water mark, read
+   just before it quits).
+3. Idle CPU with live runs ticking: a second store whose `--live` active runs
+   are all running, heart-beating and reporting work (and usage) every
+   second, written by this process; `--idle-s` seconds of the console's CPU
+   time read from /proc. And the floor: the same console whose run table
+   paints blank rows once it has shown them (polls, diffs, header and detail
+   as usual); what a table costs is its figure minus the floor.
 
 The store's running rows have no live host: the console runs with a long
 lease (SWARMKIT_LEASE) so that it does not mark them lost.
@@ -38,6 +48,7 @@ import time
 from pathlib import Path
 
 import _benchlib as B
+from _datatable_table import DataTableRunTable
 from sqlalchemy import bindparam, update
 
 from swarmkit.console.app import make_app
@@ -48,9 +59,12 @@ from swarmkit.store.models import jobs
 from swarmkit.store.queries import list_jobs
 from swarmkit.widgets.run_table import RunTable
 
-FIRST_PAINT_TARGET_S = 1.0
-APPLY_TARGET_MS = 50.0
-IDLE_CPU_TARGET = 2.0  # percent of one core
+TABLES = {"line": RunTable, "datatable": DataTableRunTable}
+
+FIRST_PAINT_TARGET_S = 0.4  # in a pty, the line table
+APPLY_TARGET_MS = 10.0  # 100 changed rows above idle, the line table
+IDLE_CPU_TARGET = 1.0  # percent of one core, the line table, with --live runs ticking
+IDLE_RATIO_TARGET = 5.0  # the DataTable's idle CPU over the line table's
 MEMORY_TARGET_MB = 200.0
 LONG_LEASE_S = 10 * 86400
 SIZE = (160, 50)
@@ -66,14 +80,26 @@ class _Paint:
 
     @classmethod
     def install(cls) -> None:
-        original = RunTable.render_line
+        for table in TABLES.values():
+            cls._hook(table)
+
+    @classmethod
+    def _hook(cls, table) -> None:
+        original = table.render_line
 
         def render_line(self, y):
             if cls.at is None and self.row_count:
                 cls.at = time.perf_counter()
             return original(self, y)
 
-        RunTable.render_line = render_line  # type: ignore[method-assign]
+        table.render_line = render_line  # type: ignore[method-assign]
+
+
+def use_table(kind: str) -> None:
+    """Make the console build its run table of this kind (the screen looks the class up by name)."""
+    import swarmkit.console.main_screen as main_screen
+
+    main_screen.RunTable = TABLES[kind]  # type: ignore[misc]
 
 
 async def first_paint_in_process(url: str, ws: str) -> tuple[float, float]:
@@ -90,7 +116,7 @@ async def first_paint_in_process(url: str, ws: str) -> tuple[float, float]:
         return _Paint.at - t0, time.process_time() - c0
 
 
-async def apply_times(url: str, ws: str, reps: int, changed: int) -> tuple[list[float], list[float], int]:
+async def apply_times(kind: str, url: str, ws: str, reps: int, changed: int) -> tuple[list[float], list[float], int]:
     """`MainScreen._apply` for a poll with nothing changed and one with `changed` runs changed, side by side."""
     app = make_app(url, ws, poll_interval=3600.0, lease_s=LONG_LEASE_S)  # we poll by hand
     idle: list[float] = []
@@ -107,7 +133,7 @@ async def apply_times(url: str, ws: str, reps: int, changed: int) -> tuple[list[
         async with store.read() as conn:
             active = [j.id for j in await conn.run_sync(list_jobs, include_ended=False)]
         stmt = update(jobs).where(jobs.c.id == bindparam("b_id")).values(updated_at=bindparam("b_at"), step=jobs.c.step + 1, current_node="summarise")
-        table = screen.query_one(RunTable)
+        table = screen.query_one(TABLES[kind])
         rows = table.row_count
         await settle(pilot, table)
 
@@ -130,7 +156,7 @@ async def apply_times(url: str, ws: str, reps: int, changed: int) -> tuple[list[
     return idle, busy, rows
 
 
-async def settle(pilot, table: RunTable, timeout: float = 900.0) -> None:
+async def settle(pilot, table, timeout: float = 900.0) -> None:
     """Until the table's deferred work (column widths, dimensions: DataTable does it when idle) is done.
 
     The paint that follows draws the rows on screen, whatever changed; it is
@@ -138,7 +164,7 @@ async def settle(pilot, table: RunTable, timeout: float = 900.0) -> None:
     """
     deadline = time.monotonic() + timeout
     while True:
-        if not (table._updated_cells or table._require_update_dimensions):
+        if not (getattr(table, "_updated_cells", None) or getattr(table, "_require_update_dimensions", False)):
             return
         await asyncio.sleep(0.0005)
         if time.monotonic() > deadline:
@@ -149,13 +175,15 @@ async def settle(pilot, table: RunTable, timeout: float = 900.0) -> None:
 
 
 class PtyConsole:
-    def __init__(self, url: str, ws: str, poll: float = 1.0):
+    def __init__(self, url: str, ws: str, poll: float = 1.0, table: str = "line"):
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
         env = dict(os.environ, TERM="xterm-256color", SWARMKIT_LEASE=str(LONG_LEASE_S), COLUMNS=str(SIZE[0]), LINES=str(SIZE[1]))
         # This tree's console (what `swarmkit-console` runs when installed from it).
-        env["PYTHONPATH"] = os.pathsep.join([str(B.ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        cmd = [sys.executable, "-c", "import sys; from swarmkit.console.cli import main; sys.exit(main())"]
+        env["PYTHONPATH"] = os.pathsep.join([str(B.ROOT), str(Path(__file__).parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        swap = {"datatable": "import _datatable_table; _datatable_table.use(); ",
+                "floor": "import _datatable_table; _datatable_table.use_blank(); "}.get(table, "")
+        cmd = [sys.executable, "-c", "import sys; " + swap + "from swarmkit.console.cli import main; sys.exit(main())"]
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             cmd + ["--store", url, "--poll", str(poll), ws], stdin=slave, stdout=slave, stderr=slave,
@@ -227,22 +255,52 @@ async def newest_active_short_id(url: str, ws: str) -> str:
         await store.close()
 
 
-def real_console(url: str, ws: str, reps: int, idle_s: float) -> dict:
+def pty_paints(url: str, ws: str, reps: int, table: str) -> dict:
     needle = asyncio.run(newest_active_short_id(url, ws)).encode()
     paints: list[float] = []
     paint_cpu: list[float] = []
+    hwm = float("nan")
     for _ in range(reps):
-        con = PtyConsole(url, ws)
+        con = PtyConsole(url, ws, table=table)
         try:
             at = con.wait_for(needle, 60)
             assert at is not None, f"the console never showed {needle!r}: {bytes(con.buf[-2000:])!r}"
             paint_cpu.append(con.cpu_s())
             paints.append(at)
+            time.sleep(1.0)
+            hwm = con.hwm_mb()
         finally:
             con.quit()
-    con = PtyConsole(url, ws)
+    return dict(paints=paints, paint_cpu=paint_cpu, hwm_mb=hwm)
+
+
+def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str]) -> dict:
+    """The console's CPU while `live` runs tick: each second every one reports work and usage."""
+    needle = asyncio.run(newest_active_short_id(url, ws)).encode()
+    stop = threading.Event()
+    ticks = [0]
+
+    def ticker() -> None:
+        async def run() -> None:
+            store = await Store.open(url, ws)
+            try:
+                stmt = update(jobs).where(jobs.c.id.in_(live)).values(
+                    heartbeat_at=bindparam("b_at"), last_event_at=bindparam("b_at"), tokens=jobs.c.tokens + 137)
+                while not stop.is_set():
+                    async with store.write() as conn:
+                        await conn.execute(stmt, dict(b_at=store_now()))
+                    ticks[0] += 1
+                    await asyncio.sleep(1.0)
+            finally:
+                await store.close()
+
+        asyncio.run(run())
+
+    thread = threading.Thread(target=ticker, daemon=True)
+    con = PtyConsole(url, ws, table=table)
     try:
         assert con.wait_for(needle, 60) is not None
+        thread.start()
         time.sleep(3.0)  # the first polls and paints are over
         cpu0, t0 = con.cpu_s(), time.perf_counter()
         samples: list[float] = []
@@ -253,17 +311,33 @@ def real_console(url: str, ws: str, reps: int, idle_s: float) -> dict:
             samples.append((cpu - last_cpu) / (t - last_t) * 100)
             last_cpu, last_t = cpu, t
         cpu_pct = (con.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
-        hwm = con.hwm_mb()
     finally:
+        stop.set()
+        thread.join(timeout=10)
         con.quit()
-    # Not getrusage(RUSAGE_CHILDREN): its ru_maxrss is the largest of every
-    # child this benchmark ever waited for, not this console's.
-    return dict(paints=paints, paint_cpu=paint_cpu, cpu_pct=cpu_pct, cpu_windows=samples, hwm_mb=hwm)
+    return dict(cpu_pct=cpu_pct, cpu_windows=samples, ticks=ticks[0])
 
 
-async def build(url: str, ws: str, runs: int, active: int) -> None:
+async def build(url: str, ws: str, runs: int, active: int) -> B.BigStore:
     big = await B.build_big_store(url, ws, runs, active)
     print(f"  store: {big.runs:,} runs ({big.active:,} active, {len(big.running_ids):,} running) built in {big.build_s:.1f} s", flush=True)
+    return big
+
+
+async def build_live(url: str, ws: str, runs: int, live: int) -> list[str]:
+    """A store whose `live` active runs are all running, as heart-beating hosts would have them."""
+    big = await B.build_big_store(url, ws, runs, live)
+    store = await Store.open(url, ws)
+    try:
+        now = store_now()
+        async with store.write() as conn:
+            await conn.execute(update(jobs).where(jobs.c.id.in_(big.active_ids)).values(
+                status="running", epoch=1, host="bench-host", pid=4242, started_at=now, heartbeat_at=now, last_event_at=now,
+                current_node="read", step=1, stop_requested_at=None, stop_requested_by=None, pending_gate=None, tokens=1000))
+    finally:
+        await store.close()
+    print(f"  live store: {big.runs:,} runs, {len(big.active_ids):,} of them running and ticking", flush=True)
+    return list(big.active_ids)
 
 
 def main() -> None:
@@ -271,36 +345,71 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--active", type=int, default=2_000)
     ap.add_argument("--changed", type=int, default=100)
+    ap.add_argument("--live", type=int, default=50, help="running runs that tick during the idle measurement")
+    ap.add_argument("--live-runs", type=int, default=10_000, help="runs in the idle measurement's store")
     ap.add_argument("--reps", type=int, default=40, help="polls applied, each way")
     ap.add_argument("--paint-reps", type=int, default=7, help="starts of the app, in process and as a process")
     ap.add_argument("--idle-s", type=float, default=30.0)
+    ap.add_argument("--tables", default="line,datatable", help="which tables, side by side")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
     args = ap.parse_args()
     if args.smoke:
-        args.runs, args.active, args.changed, args.reps, args.paint_reps, args.idle_s = 300, 30, 5, 3, 1, 1.0
-    B.header(f"console render: {args.runs:,} runs, {args.active:,} active")
+        args.runs, args.active, args.changed, args.reps, args.paint_reps, args.idle_s = 300, 30, 5, 3, 1, 2.0
+        args.live, args.live_runs = 10, 200
+    kinds = [k for k in args.tables.split(",") if k]
+    assert set(kinds) <= set(TABLES), f"--tables: {', '.join(TABLES)}"
+    B.header(f"console render: {args.runs:,} runs, {args.active:,} active; tables: {', '.join(kinds)}")
     _Paint.install()
+    res: dict[str, dict] = {k: {} for k in kinds}
     with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
         asyncio.run(build(url, ws, args.runs, args.active))
-        inproc_both = [asyncio.run(first_paint_in_process(url, ws)) for _ in range(args.paint_reps)]
-        inproc = [w for w, _ in inproc_both]
-        inproc_cpu = [c for _, c in inproc_both]
-        idle, busy, rows = asyncio.run(apply_times(url, ws, args.reps, args.changed))
-        real = real_console(url, ws, args.paint_reps, args.idle_s)
-    print(f"  table rows: {rows:,}")
-    print(B.line("first paint, in process (run_test)", [s * 1000 for s in inproc], target=f"<= {FIRST_PAINT_TARGET_S * 1000:.0f} ms", ok=B.med(inproc) <= FIRST_PAINT_TARGET_S))
-    print(B.line("  its CPU time (less sensitive to other load)", [s * 1000 for s in inproc_cpu]))
-    print(B.line("first paint, swarmkit-console in a pty", [s * 1000 for s in real["paints"]], target=f"<= {FIRST_PAINT_TARGET_S * 1000:.0f} ms", ok=B.med(real["paints"]) <= FIRST_PAINT_TARGET_S))
-    print(B.line("  its CPU time (start-up and imports included)", [s * 1000 for s in real["paint_cpu"]]))
-    print(B.line("apply a poll, nothing changed", idle))
-    print(B.line(f"apply a poll, {args.changed} runs changed", busy))
-    above = B.med(busy) - B.med(idle)
-    diffs = [b - i for b, i in zip(busy, idle)]
-    print(f"  {args.changed} changed rows above idle: {above:.2f} ms (per-rep p99 {B.pct(diffs, 99):.2f} ms)   target <= {APPLY_TARGET_MS:.0f} ms  {B.verdict(above <= APPLY_TARGET_MS)}")
-    windows = ", ".join(f"{w:.2f}" for w in real["cpu_windows"])
-    print(f"  CPU at idle, --poll 1, {args.idle_s:.0f} s: {real['cpu_pct']:.2f} % of a core (5 s windows: {windows})   target < {IDLE_CPU_TARGET:.0f} %  {B.verdict(real['cpu_pct'] < IDLE_CPU_TARGET)}")
-    peak = real["hwm_mb"]
-    print(f"  peak memory of swarmkit-console (VmHWM): {peak:.1f} MB   target < {MEMORY_TARGET_MB:.0f} MB  {B.verdict(peak < MEMORY_TARGET_MB)}")
+        for kind in kinds:
+            use_table(kind)
+            both = [asyncio.run(first_paint_in_process(url, ws)) for _ in range(args.paint_reps)]
+            res[kind]["inproc"] = [w for w, _ in both]
+            res[kind]["inproc_cpu"] = [c for _, c in both]
+            res[kind]["idle"], res[kind]["busy"], res[kind]["rows"] = asyncio.run(apply_times(kind, url, ws, args.reps, args.changed))
+        use_table("line")
+        for kind in kinds:
+            res[kind].update(pty_paints(url, ws, args.paint_reps, kind))
+    with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
+        live = asyncio.run(build_live(url, ws, args.live_runs, args.live))
+        for kind in kinds:
+            res[kind].update(idle_cpu(url, ws, args.idle_s, kind, live))
+        floor = idle_cpu(url, ws, args.idle_s, "floor", live)["cpu_pct"]
+    for kind in kinds:
+        r = res[kind]
+        line_table = kind == "line"
+        print(f"\n  [{kind}] table rows: {r['rows']:,}")
+        print(B.line("first paint, in process (run_test)", [s * 1000 for s in r["inproc"]]))
+        print(B.line("  its CPU time (less sensitive to other load)", [s * 1000 for s in r["inproc_cpu"]]))
+        ok = B.med(r["paints"]) <= FIRST_PAINT_TARGET_S
+        print(B.line("first paint, swarmkit-console in a pty", [s * 1000 for s in r["paints"]],
+                     target=f"<= {FIRST_PAINT_TARGET_S * 1000:.0f} ms" if line_table else None, ok=ok if line_table else None))
+        print(B.line("  its CPU time (start-up and imports included)", [s * 1000 for s in r["paint_cpu"]]))
+        print(B.line("apply a poll, nothing changed", r["idle"]))
+        print(B.line(f"apply a poll, {args.changed} runs changed", r["busy"]))
+        r["above"] = above = B.med(r["busy"]) - B.med(r["idle"])
+        diffs = [b - i for b, i in zip(r["busy"], r["idle"])]
+        goal = f"   target <= {APPLY_TARGET_MS:.0f} ms  {B.verdict(above <= APPLY_TARGET_MS)}" if line_table else ""
+        print(f"  {args.changed} changed rows above idle: {above:.2f} ms (per-rep p99 {B.pct(diffs, 99):.2f} ms){goal}")
+        windows = ", ".join(f"{w:.2f}" for w in r["cpu_windows"])
+        goal = f"   target <= {IDLE_CPU_TARGET:.0f} %  {B.verdict(r['cpu_pct'] <= IDLE_CPU_TARGET)}" if line_table else ""
+        print(f"  CPU at idle, --poll 1, {args.live} live runs ticking ({r['ticks']} ticks), {args.idle_s:.0f} s: {r['cpu_pct']:.2f} % of a core (5 s windows: {windows}){goal}")
+        print(f"  peak memory of swarmkit-console (VmHWM): {r['hwm_mb']:.1f} MB")
+    if {"line", "datatable"} <= set(kinds):
+        a, b = res["line"], res["datatable"]
+        ratio = b["cpu_pct"] / max(a["cpu_pct"], 1e-9)
+        print("\n  side by side (median)               line        datatable")
+        print(f"  first paint in a pty            {B.med(a['paints']) * 1000:8.0f} ms  {B.med(b['paints']) * 1000:8.0f} ms   target line <= {FIRST_PAINT_TARGET_S * 1000:.0f} ms  {B.verdict(B.med(a['paints']) <= FIRST_PAINT_TARGET_S)}")
+        print(f"  first paint in process          {B.med(a['inproc']) * 1000:8.0f} ms  {B.med(b['inproc']) * 1000:8.0f} ms")
+        print(f"  {args.changed} changed rows above idle     {a['above']:8.2f} ms  {b['above']:8.2f} ms   target line <= {APPLY_TARGET_MS:.0f} ms  {B.verdict(a['above'] <= APPLY_TARGET_MS)}")
+        print(f"  idle CPU, {args.live} live runs ticking   {a['cpu_pct']:8.2f} %   {b['cpu_pct']:8.2f} %    target line <= {IDLE_CPU_TARGET:.0f} % {B.verdict(a['cpu_pct'] <= IDLE_CPU_TARGET)}, ratio {ratio:.1f}x >= {IDLE_RATIO_TARGET:.0f}x {B.verdict(ratio >= IDLE_RATIO_TARGET)}")
+        print(f"  peak memory                     {a['hwm_mb']:8.1f} MB  {b['hwm_mb']:8.1f} MB")
+        print(f"  idle CPU floor (rows painted blank): {floor:.2f} %; above it: line {a['cpu_pct'] - floor:.2f} %, "
+              f"datatable {b['cpu_pct'] - floor:.2f} % ({(b['cpu_pct'] - floor) / max(a['cpu_pct'] - floor, 0.01):.1f}x)")
+    else:
+        print(f"\n  idle CPU floor (rows painted blank): {floor:.2f} %")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import Footer, Input, Static
 
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import SwarmkitError
@@ -312,12 +312,12 @@ class MainScreen(Screen):
         key = self.query_one(RunTable).selected_key
         return self.jobs.get(key) if key else None
 
-    @on(DataTable.RowHighlighted)
-    def _row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(RunTable.RowHighlighted)
+    def _row_highlighted(self, event: RunTable.RowHighlighted) -> None:
         self._selection_changed()
 
-    @on(DataTable.RowSelected)
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(RunTable.RowSelected)
+    def _row_selected(self, event: RunTable.RowSelected) -> None:
         self.action_logs()
 
     def _selection_changed(self) -> None:

@@ -58,6 +58,9 @@ def run_row(job: JobRecord, now: datetime) -> RunRow:
         last_work=ago(now, last) if last else "-",
         requested_by=requested_by(job),
         usage=usage_cell(job),
+        created_at=job.created_at.timestamp(),
+        in_state_at=in_state_since(job).timestamp(),
+        last_work_at=last.timestamp() if last else 0.0,
     )
 
 

@@ -1,22 +1,42 @@
-"""The run table: one keyed row per run, diffed in place on every refresh."""
+"""The run table: a line-API view (one cached strip per row), rows that stay put.
+
+A `ScrollView` whose `render_line` draws the header (line 0) and one run per
+line after it. Each row's strip is cached, keyed on the values it shows, the
+column widths and whether the cursor is on it; a change to a run refreshes
+that run's line only, so a poll that changes nothing costs nothing to paint.
+
+Rows stay put: the table keeps its own order. The default is newest first
+(created desc); the operator picks another (a click on a header, or the keys
+1..8 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
+change keeps its place; a new run is inserted where the sort puts it, and when
+that is above the cursor the view scrolls with it, so that the run under the
+cursor stays on the same screen line.
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowDoesNotExist
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from .safe_text import safe_text
-from .status_look import status_text
+from .status_look import STATUS_ORDER, status_text
 from .tcss import load_css
 
 
 @dataclass(frozen=True)
 class RunRow:
-    """What one row shows; plain strings, made safe by the table."""
+    """What one row shows; plain strings, made safe by the table. The `*_at` floats only sort."""
 
     key: str  # the full run id; rows are diffed by it
     short_id: str
@@ -27,9 +47,15 @@ class RunRow:
     last_work: str
     requested_by: str
     usage: str
+    created_at: float = 0.0  # epoch seconds; the default order, newest first
+    in_state_at: float = 0.0  # when it entered the state it is shown in
+    last_work_at: float = 0.0  # its last sign of work
+
+    def shown(self) -> tuple[str, ...]:
+        return tuple(getattr(self, f) for _, _, f in COLUMNS)
 
 
-# Column key, header, and the RunRow field it shows.
+# Column key, header, and the RunRow field it shows: the one definition of the run table's columns.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("id", "ID", "short_id"),
     ("flow", "FLOW", "flow"),
@@ -41,15 +67,33 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("usage", "USAGE", "usage"),
 )
 _FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
+_COLUMN_INDEX = {col: i for i, (col, _, _) in enumerate(COLUMNS)}
 _LIMITS = {"flow": 32, "node": 32, "requested_by": 32}
+_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at"}
+_STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
+PAD = 1  # cells of padding either side of a column, as DataTable draws them
 
-assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - {"key"}
+assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
 
 
 def _cell(column: str, value: str) -> Text:
     if column == "status":
         return status_text(value)
     return safe_text(value, limit=_LIMITS.get(column))
+
+
+def sort_value(row: RunRow, column: str | None) -> tuple:
+    """The value a row sorts on, ascending; `None` is the default order (newest first)."""
+    if column is None:
+        return (-row.created_at, row.key)
+    if column == "status":
+        return (_STATUS_RANK.get(row.status, len(_STATUS_RANK)), -row.created_at, row.key)
+    # Ages sort by the time they count from: the shortest first.
+    if column == "in_state":
+        return (-row.in_state_at, row.key)
+    if column == "last_work":
+        return (-row.last_work_at, row.key)
+    return (getattr(row, COLUMNS[_COLUMN_INDEX[column]][2]).casefold(), -row.created_at, row.key)
 
 
 @dataclass(frozen=True)
@@ -60,138 +104,301 @@ class TableChange:
     reordered: bool
 
 
-class RunTable(DataTable):
-    """A DataTable of runs.
-
-    Never cleared and rebuilt: `show` removes gone rows, adds new ones and
-    updates only the cells whose text changed, inside one batch update, and
-    puts the cursor back on the run it was on.
+class RunTable(ScrollView, can_focus=True):
+    """A table of runs on Textual's line API; `show` diffs keyed rows and refreshes only changed lines.
 
     A poll costs what changed, not what is shown: the owner hands over rows
     only for runs whose values may have changed. Cells that move with the
     clock alone (ages) are refreshed from `row_source` for the rows on screen,
-    at every `show` and as rows scroll into view; a row off screen is brought
-    up to date when it is scrolled to.
+    at every `show` and as rows scroll into view.
     """
 
     DEFAULT_CSS = load_css("run_table.tcss")
+    COMPONENT_CLASSES = {"run-table--header", "run-table--cursor", "run-table--cursor-blurred", "run-table--sorted"}
+    BINDINGS = [
+        Binding("up", "cursor_up", "Up", show=False),
+        Binding("down", "cursor_down", "Down", show=False),
+        Binding("pageup", "page_up", "Page up", show=False),
+        Binding("pagedown", "page_down", "Page down", show=False),
+        Binding("home", "first", "First", show=False),
+        Binding("end", "last", "Last", show=False),
+        Binding("enter", "select_cursor", "Select", show=False),
+        Binding("0", "sort('')", "Newest first", show=False),
+    ] + [Binding(str(i + 1), f"sort('{col}')", f"Sort by {title.lower()}", show=False) for i, (col, title, _) in enumerate(COLUMNS)]
+
+    class RowHighlighted(Message):
+        """The cursor moved to another run (or the rows under it changed)."""
+
+        def __init__(self, table: RunTable, key: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> RunTable:
+            return self.table
+
+    class RowSelected(Message):
+        """Enter, or a double click on a row."""
+
+        def __init__(self, table: RunTable, key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> RunTable:
+            return self.table
+
+    class Sorted(Message):
+        def __init__(self, table: RunTable, column: str | None, reverse: bool) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+            self.reverse = reverse
 
     def __init__(self, **kwargs) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        super().__init__(**kwargs)
         self._shown: dict[str, RunRow] = {}
-        # The keys in the order shown, kept here: DataTable.ordered_rows is
-        # rebuilt after every cell update, O(rows).
-        self._order: list[str] = []
-        # The id cell of each row, by run id: DataTable.sort only hands its key
-        # function cell values, and the id cell's identity names the run.
-        self._id_cells: dict[str, Text] = {}
+        self._order: list[str] = []  # keys in the order shown
+        self._index: dict[str, int] | None = {}  # key -> position in _order; None when stale
+        self._sort_keys: list[tuple] = []  # the sort value of each row in _order, for inserts
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+        self.cursor_row = 0
+        self._widths = [len(title) for _, title, _ in COLUMNS]
+        self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
+        self._strips: dict[str, tuple[tuple, Strip]] = {}
+        self._header: tuple[tuple, Strip] | None = None
+        self._last_highlighted: str | None = None
+        self._base: Style | None = None  # the widget's own rich style, until its styles change
         # The owner's current row for a run, for rows on screen between two `show` calls.
         self.row_source: Callable[[str], RunRow | None] | None = None
 
-    def on_mount(self) -> None:
-        for key, header, _ in COLUMNS:
-            self.add_column(header, key=key)
+    # --- what is shown ------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
 
     @property
     def selected_key(self) -> str | None:
-        if not self._shown or self.row_count == 0:
+        if not self._order:
             return None
-        try:
-            row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
-        except Exception:  # the cursor is past the end while rows change
-            return None
-        return row_key.value
+        return self._order[min(max(self.cursor_row, 0), len(self._order) - 1)]
 
     @property
     def shown_keys(self) -> list[str]:
-        return [row.key.value for row in self.ordered_rows if row.key.value is not None]
+        return list(self._order)
 
     def row_for(self, key: str) -> RunRow | None:
         return self._shown.get(key)
 
+    def get_row_index(self, key: str) -> int:
+        index = self._positions().get(key)
+        if index is None:
+            raise KeyError(key)
+        return index
+
+    def get_cell(self, key: str, column: str) -> Text:
+        """The text a cell shows (as made safe), by run id and column key."""
+        return self._cells_of(self._shown[key])[_COLUMN_INDEX[column]]
+
     def select(self, key: str) -> bool:
-        try:
-            index = self.get_row_index(key)
-        except RowDoesNotExist:
+        index = self._positions().get(key)
+        if index is None:
             return False
-        self.move_cursor(row=index)
+        self.move_cursor(index)
         return True
 
+    def _positions(self) -> dict[str, int]:
+        if self._index is None:
+            self._index = {k: i for i, k in enumerate(self._order)}
+        return self._index
+
+    # --- diffing ------------------------------------------------------------------
+
     def show_rows(self, rows: Sequence[RunRow]) -> TableChange:
-        """Make the table show exactly `rows`, in that order."""
+        """Make the table show exactly `rows` (in the table's own order)."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
     def show(self, order: Sequence[str], fresh: Mapping[str, RunRow]) -> TableChange:
-        """Make the table show the runs `order` names, in that order.
+        """Make the table show the runs `order` names, in the table's sort.
 
         `fresh` holds the row of every run not shown yet and of every run whose
         values may have changed; the others keep what they show, but for the
-        rows on screen, which are refreshed from `row_source`.
+        rows on screen, which are refreshed from `row_source`. Shown runs keep
+        their places; new ones go where the sort puts them.
         """
-        order = list(order)
         wanted = set(order)
         cursor_key = self.selected_key
-        cursor_index = self.cursor_row
+        cursor_screen = self.cursor_row - int(self.scroll_y)
         added = removed = updated = 0
-        reordered = False
-        with self.app.batch_update():
-            gone = [k for k in self._shown if k not in wanted]
+        structural = False
+        gone = [k for k in self._shown if k not in wanted]
+        if gone:
             for key in gone:
-                self.remove_row(key)
                 del self._shown[key]
-                del self._id_cells[key]
-                removed += 1
-            if gone:
-                self._order = [k for k in self._order if k in wanted]
-            for key in order:
-                row = fresh.get(key)
-                if key not in self._shown:
-                    if row is None:
-                        row = self.row_source(key) if self.row_source else None
-                        assert row is not None, f"no row for the new run {key}"
-                    cells = [_cell(col, getattr(row, field)) for col, _, field in COLUMNS]
-                    self.add_row(*cells, key=row.key)
-                    self._id_cells[row.key] = cells[0]
-                    self._shown[row.key] = row
-                    self._order.append(row.key)
-                    added += 1
-                elif row is not None:
-                    updated += self._update(row)
-            if order != self._order:
-                rank = {id(self._id_cells[key]): i for i, key in enumerate(order)}
-                self.sort("id", key=lambda cell: rank[id(cell)])
-                self._order = order
-                reordered = True
-            if order:
-                if cursor_key is not None and cursor_key in wanted:
-                    target = self.get_row_index(cursor_key)
-                else:
-                    # The run under the cursor went away: stay at the same
-                    # height, on the run that took its place.
-                    target = min(max(cursor_index, 0), len(order) - 1)
-                if target != self.cursor_row or reordered or added or removed:
-                    self.move_cursor(row=target)
-            updated += self.refresh_visible(skip=fresh)
-        return TableChange(added, removed, updated, reordered)
+                self._strips.pop(key, None)
+                self._cells.pop(key, None)
+            keep = [i for i, k in enumerate(self._order) if k in wanted]
+            self._order = [self._order[i] for i in keep]
+            self._sort_keys = [self._sort_keys[i] for i in keep]
+            removed = len(gone)
+            structural = True
+        new_rows: list[RunRow] = []
+        for key in order:
+            row = fresh.get(key)
+            if key not in self._shown:
+                if row is None:
+                    row = self.row_source(key) if self.row_source else None
+                    assert row is not None, f"no row for the new run {key}"
+                new_rows.append(row)
+            elif row is not None:
+                updated += self._update(row)
+        if new_rows:
+            self._insert(new_rows)
+            added = len(new_rows)
+            structural = True
+        if structural:
+            self._index = None
+            self._settle_cursor(cursor_key, cursor_screen)
+            self._resize()
+            self.refresh()
+        updated += self.refresh_visible(skip=fresh)
+        self._announce()
+        return TableChange(added, removed, updated, False)
+
+    def _insert(self, rows: list[RunRow]) -> None:
+        for row in rows:
+            self._shown[row.key] = row
+            self._widen(row)
+        if not self._order:
+            rows.sort(key=self._sort_key)
+            self._order = [r.key for r in rows]
+            self._sort_keys = [self._sort_key(r) for r in rows]
+            return
+        if len(rows) > 64:
+            # Many at once: merge in one pass, keeping shown rows where they are relative to each other.
+            rows.sort(key=self._sort_key)
+            merged: list[str] = []
+            keys: list[tuple] = []
+            i = 0
+            for key, sk in zip(self._order, self._sort_keys):
+                while i < len(rows) and self._sort_key(rows[i]) < sk:
+                    merged.append(rows[i].key)
+                    keys.append(self._sort_key(rows[i]))
+                    i += 1
+                merged.append(key)
+                keys.append(sk)
+            for r in rows[i:]:
+                merged.append(r.key)
+                keys.append(self._sort_key(r))
+            self._order, self._sort_keys = merged, keys
+            return
+        for row in rows:
+            sk = self._sort_key(row)
+            # Shown rows keep their places when values change, so the order
+            # stays sorted on the values the rows had when placed: bisect on those.
+            at = bisect_right(self._sort_keys, sk)
+            self._order.insert(at, row.key)
+            self._sort_keys.insert(at, sk)
+
+    def _sort_key(self, row: RunRow) -> tuple:
+        value = sort_value(row, self.sort_column)
+        return _Reversed(value) if self.sort_reverse else value  # type: ignore[return-value]
+
+    def _settle_cursor(self, cursor_key: str | None, cursor_screen: int) -> None:
+        if not self._order:
+            self.cursor_row = 0
+            return
+        positions = self._positions()
+        if cursor_key is not None and cursor_key in positions:
+            target = positions[cursor_key]
+        else:
+            # The run under the cursor went away: stay at the same height, on the run that took its place.
+            target = min(max(self.cursor_row, 0), len(self._order) - 1)
+        self.cursor_row = target
+        # Keep it on the same screen line: scroll by as much as it moved, even
+        # in a table shorter than the screen (the lines below its end stay blank).
+        top = max(0, target - max(0, cursor_screen))
+        self._resize(top)
+        self.set_scroll(None, top)
+
+    def sort_by(self, column: str | None, reverse: bool | None = None) -> None:
+        """Sort by a column (`None`: newest first); the same column again reverses it. The cursor keeps its run."""
+        if reverse is None:
+            reverse = (not self.sort_reverse) if column == self.sort_column and column is not None else False
+        self.sort_column, self.sort_reverse = column, reverse
+        cursor_key = self.selected_key
+        cursor_screen = self.cursor_row - int(self.scroll_y)
+        rows = [self._shown[k] for k in self._order]
+        rows.sort(key=self._sort_key)
+        self._order = [r.key for r in rows]
+        self._sort_keys = [self._sort_key(r) for r in rows]
+        self._index = None
+        self._header = None
+        self._settle_cursor(cursor_key, cursor_screen)
+        self.refresh()
+        self.post_message(self.Sorted(self, column, reverse))
+        self._announce()
+
+    def action_sort(self, column: str) -> None:
+        self.sort_by(column or None)
 
     def _update(self, row: RunRow) -> int:
-        """Update the cells of a shown row whose text changed; returns how many."""
+        """Take a shown row's new values; refresh its line if what it shows changed. Returns the cells changed."""
         old = self._shown[row.key]
         if old == row:
             return 0
-        n = 0
-        for field, column in _FIELD_TO_COLUMN.items():
-            value = getattr(row, field)
-            if value != getattr(old, field):
-                cell = _cell(column, value)
-                # Widen a column for a wider value; never re-measure a whole
-                # column for a narrower one (DataTable does that per cell,
-                # O(rows) each: seconds for a poll of a hundred changes).
-                wider = cell.cell_len > self.columns[ColumnKey(column)].content_width
-                self.update_cell(row.key, column, cell, update_width=wider)
-                n += 1
         self._shown[row.key] = row
+        before, after = old.shown(), row.shown()
+        n = sum(1 for a, b in zip(before, after) if a != b)
+        if n:
+            if self._widen(row):
+                self._header = None
+                self._resize()
+                self.refresh()
+            else:
+                self._refresh_key(row.key)
         return n
+
+    def _widen(self, row: RunRow) -> bool:
+        """Widen a column for a wider value; never narrow one (that would re-measure every row)."""
+        wider = False
+        for i, cell in enumerate(self._cells_of(row)):
+            if cell.cell_len > self._widths[i]:
+                self._widths[i] = cell.cell_len
+                wider = True
+        return wider
+
+    def _resize(self, top: int | None = None) -> None:
+        """Set the virtual size: every row and the header, and room to keep the view's top at `top`."""
+        top = int(self.scroll_y) if top is None else top
+        height = len(self._order) + 1
+        if top > 0:
+            height = max(height, top + self.scrollable_content_region.height)
+        self.virtual_size = Size(self._total_width(), height)
+
+    def _total_width(self) -> int:
+        return sum(w + 2 * PAD for w in self._widths)
+
+    def _cells_of(self, row: RunRow) -> list[Text]:
+        shown = row.shown()
+        cached = self._cells.get(row.key)
+        if cached is not None and cached[0] == shown:
+            return cached[1]
+        cells = [_cell(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
+        self._cells[row.key] = (shown, cells)
+        return cells
+
+    def _refresh_key(self, key: str) -> None:
+        index = self._positions().get(key)
+        if index is None:
+            return
+        y = index - int(self.scroll_y) + 1
+        if 1 <= y < self.size.height:
+            self.refresh_line(y)
 
     def visible_keys(self) -> list[str]:
         """The runs whose rows are on screen now."""
@@ -199,7 +406,7 @@ class RunTable(DataTable):
             return []
         top = int(self.scroll_y)
         height = max(1, self.scrollable_content_region.height)
-        return self._order[top : top + height + 1]
+        return self._order[top : top + height]
 
     def refresh_visible(self, skip: Mapping[str, RunRow] | None = None) -> int:
         """Bring the rows on screen up to date from `row_source`; returns how many cells changed."""
@@ -219,3 +426,191 @@ class RunTable(DataTable):
         if int(old_value) != int(new_value) and self.row_source is not None:
             # Rows come into view with values as old as the last time they were shown.
             self.refresh_visible()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+        self._header = None
+        self._base = None
+
+    # --- the cursor -----------------------------------------------------------------
+
+    def move_cursor(self, row: int) -> None:
+        if not self._order:
+            self.cursor_row = 0
+            return
+        row = min(max(row, 0), len(self._order) - 1)
+        old = self.cursor_row
+        self.cursor_row = row
+        if old != row:
+            self._refresh_row_index(old)
+            self._refresh_row_index(row)
+        self._scroll_cursor_into_view()
+        self._announce()
+
+    def _refresh_row_index(self, index: int) -> None:
+        y = index - int(self.scroll_y) + 1
+        if 1 <= y < self.size.height:
+            self.refresh_line(y)
+
+    def _scroll_cursor_into_view(self) -> None:
+        rows_shown = max(1, self.scrollable_content_region.height - 1)
+        top = int(self.scroll_y)
+        if self.cursor_row < top:
+            self.set_scroll(None, self.cursor_row)
+        elif self.cursor_row >= top + rows_shown:
+            self.set_scroll(None, self.cursor_row - rows_shown + 1)
+
+    def _announce(self) -> None:
+        key = self.selected_key
+        if key != self._last_highlighted:
+            self._last_highlighted = key
+            self.post_message(self.RowHighlighted(self, key))
+
+    def _page(self) -> int:
+        return max(1, self.scrollable_content_region.height - 2)
+
+    def action_cursor_up(self) -> None:
+        self.move_cursor(self.cursor_row - 1)
+
+    def action_cursor_down(self) -> None:
+        self.move_cursor(self.cursor_row + 1)
+
+    def action_page_up(self) -> None:
+        self.move_cursor(self.cursor_row - self._page())
+
+    def action_page_down(self) -> None:
+        self.move_cursor(self.cursor_row + self._page())
+
+    def action_first(self) -> None:
+        self.move_cursor(0)
+
+    def action_last(self) -> None:
+        self.move_cursor(len(self._order) - 1)
+
+    def action_select_cursor(self) -> None:
+        key = self.selected_key
+        if key is not None:
+            self.post_message(self.RowSelected(self, key))
+
+    def column_at(self, x: int) -> str | None:
+        """The column key under a content x (scrolled), or None past the last column."""
+        x += int(self.scroll_x)
+        edge = 0
+        for (col, _, _), width in zip(COLUMNS, self._widths):
+            edge += width + 2 * PAD
+            if x < edge:
+                return col
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        event.stop()
+        if offset.y == 0:
+            column = self.column_at(offset.x)
+            if column is not None:
+                self.sort_by(column)
+            return
+        index = int(self.scroll_y) + offset.y - 1
+        if 0 <= index < len(self._order):
+            self.move_cursor(index)
+            if event.chain >= 2:  # a double click opens it, as enter does
+                self.action_select_cursor()
+
+    def on_focus(self, event: events.Focus) -> None:
+        self._base = None
+        self.refresh()
+
+    def on_blur(self, event: events.Blur) -> None:
+        self._base = None
+        self.refresh()
+
+    @property
+    def _base_style(self) -> Style:
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
+
+    # --- the line API -----------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        scroll_x = int(self.scroll_x)
+        base = self._base_style
+        if y == 0:
+            strip = self._header_strip()
+        else:
+            index = int(self.scroll_y) + y - 1
+            if index >= len(self._order):
+                return Strip.blank(width, base)
+            strip = self._row_strip(self._order[index], index == self.cursor_row)
+        return strip.crop_extend(scroll_x, scroll_x + width, base)
+
+    def _header_strip(self) -> Strip:
+        sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
+        if self._header is not None and self._header[0] == sig:
+            return self._header[1]
+        style = self._base_style + self.get_component_rich_style("run-table--header")
+        titles = []
+        for col, title, _ in COLUMNS:
+            mark = (" ▼" if self.sort_reverse else " ▲") if col == self.sort_column else ""
+            titles.append(Text(title + mark))
+        widths = list(self._widths)
+        # The indicator may need room the column lacks: the header grows it.
+        for i, t in enumerate(titles):
+            if t.cell_len > widths[i]:
+                self._widths[i] = widths[i] = t.cell_len
+                self._resize()
+                self._strips.clear()
+        sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
+        strip = self._line(titles, style)
+        self._header = (sig, strip)
+        return strip
+
+    def _row_strip(self, key: str, cursor: bool) -> Strip:
+        row = self._shown[key]
+        shown = row.shown()
+        focused = self.has_focus
+        sig = (shown, tuple(self._widths), cursor, focused)
+        cached = self._strips.get(key)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        style = self._base_style
+        if cursor:
+            style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
+        strip = self._line(self._cells_of(row), style)
+        self._strips[key] = (sig, strip)
+        return strip
+
+    def _line(self, cells: Sequence[Text], style: Style) -> Strip:
+        console = self.app.console
+        segments: list[Segment] = []
+        pad = Segment(" " * PAD, style)
+        for cell, width in zip(cells, self._widths):
+            text = cell.copy()
+            text.truncate(width, overflow="ellipsis", pad=True)
+            segments.append(pad)
+            for seg in text.render(console, end=""):
+                segments.append(Segment(seg.text, style + seg.style if seg.style else style))
+            segments.append(pad)
+        return Strip(segments, self._total_width()).simplify()
+
+
+class _Reversed:
+    """A sort value that orders the other way round."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: tuple) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return other.value < self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)

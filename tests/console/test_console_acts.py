@@ -193,7 +193,9 @@ async def test_cursor_stays_on_its_run_while_rows_come_and_go(store_url, workspa
         target = runs[2]
         assert table.select(target)
         before = table.get_row_index(target)
-        # New runs arrive above it; another is cancelled and drops below; one is stopped.
+        order = table.shown_keys
+        line = before - int(table.scroll_y)
+        # New runs arrive above it (newest first); another is cancelled, one is stopped: no row moves.
         newer = await submit(store_url, workspace, f["quick"], count=3)
         store = await Store.open(store_url, workspace)
         try:
@@ -205,3 +207,5 @@ async def test_cursor_stays_on_its_run_while_rows_come_and_go(store_url, workspa
         assert table.selected_key == target
         assert table.get_row_index(target) != before
         assert screen.selected.id == target
+        assert [k for k in table.shown_keys if k in order] == order  # statuses changed, places did not
+        assert table.get_row_index(target) - int(table.scroll_y) == line  # the same line on screen

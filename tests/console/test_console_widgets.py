@@ -55,22 +55,24 @@ async def test_run_table_diffs_keyed_rows_and_keeps_the_cursor():
     async with app.run_test() as pilot:
         table = app.query_one(RunTable)
         keys = [f"{i:032x}" for i in range(6)]
-        change = table.show_rows([row(k) for k in keys])
+        change = table.show_rows([row(k, created_at=i) for i, k in enumerate(keys)])
         assert change.added == 6
+        assert table.shown_keys == keys[::-1]  # newest first
         assert table.select(keys[3])
         # One value changes: one cell updated, nothing re-added.
-        rows = [row(k) for k in keys]
-        rows[3] = row(keys[3], status="stopping")
+        rows = [row(k, created_at=i) for i, k in enumerate(keys)]
+        rows[3] = row(keys[3], status="stopping", created_at=3)
         change = table.show_rows(rows)
         assert (change.added, change.removed, change.updated_cells) == (0, 0, 1)
         assert table.get_cell(keys[3], "status").plain == "◐ stopping"
-        # Rows above go away, new ones arrive on top, the order changes: the cursor stays.
+        # Rows go away, new ones arrive on top, the owner's order changes: the
+        # shown rows stay put and the cursor stays on its run.
         new = [f"{i:032x}" for i in range(10, 13)]
-        rows = [row(k) for k in new] + [row(k) for k in reversed(keys[2:])]
+        rows = [row(k, created_at=10 + i) for i, k in enumerate(new)] + [row(k, created_at=2 + i) for i, k in enumerate(keys[2:])][::-1]
         change = table.show_rows(rows)
-        assert change.added == 3 and change.removed == 2 and change.reordered
+        assert change.added == 3 and change.removed == 2 and not change.reordered
         assert table.selected_key == keys[3]
-        assert table.shown_keys == [r.key for r in rows]
+        assert table.shown_keys == new[::-1] + keys[2:][::-1]
         # The cursor's own run goes: it stays at the same height.
         index = table.cursor_row
         table.show_rows([r for r in rows if r.key != keys[3]])
@@ -78,6 +80,115 @@ async def test_run_table_diffs_keyed_rows_and_keeps_the_cursor():
         table.show_rows([])
         assert table.selected_key is None
         await pilot.pause()
+
+
+def screen_line(table: RunTable, key: str) -> int:
+    return table.get_row_index(key) - int(table.scroll_y)
+
+
+async def test_run_table_rows_stay_put_when_statuses_change():
+    app = TableApp()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(RunTable)
+        keys = [f"{i:032x}" for i in range(8)]
+        statuses = ["running", "queued", "stopped", "deferred"]
+        table.show_rows([row(k, status=statuses[i % 4], created_at=i) for i, k in enumerate(keys)])
+        order = table.shown_keys
+        assert table.select(keys[5])
+        for turn in range(6):
+            table.show_rows([row(k, status=statuses[(i + turn) % 4], created_at=i) for i, k in enumerate(keys)])
+            await pilot.pause()
+            assert table.shown_keys == order
+            assert table.selected_key == keys[5]
+        # Even sorted by status: a status change moves nothing until the operator sorts again.
+        table.sort_by("status")
+        by_status = table.shown_keys
+        assert [table.row_for(k).status for k in by_status] == sorted((table.row_for(k).status for k in by_status), key=["queued", "running", "stopped", "deferred"].index)
+        table.show_rows([row(k, status="completed", created_at=i) for i, k in enumerate(keys)])
+        assert table.shown_keys == by_status
+
+
+async def test_run_table_new_rows_keep_the_cursor_on_its_screen_line():
+    app = TableApp()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(RunTable)
+        keys = [f"{i:032x}" for i in range(100)]
+        table.show_rows([row(k, created_at=i) for i, k in enumerate(keys)])
+        await pilot.pause()
+        for _ in range(4):
+            await pilot.press("down")
+        target = table.selected_key
+        assert target == keys[-5] and screen_line(table, target) == 4
+        before = screen_line(table, target)
+        # Newer runs arrive (newest first: above the cursor).
+        newer = [row(f"{i:032x}", created_at=i) for i in range(100, 110)]
+        table.show_rows([row(k, created_at=i) for i, k in enumerate(keys)] + newer)
+        await pilot.pause()
+        assert table.selected_key == target
+        assert screen_line(table, target) == before
+        assert table.get_row_index(target) == 14
+        # On screen too: the highlighted line shows the same run at the same height.
+        assert target[:8] in table.render_line(before + 1).text
+        await pilot.press("up")
+        assert table.selected_key == keys[-4]
+
+
+async def test_run_table_sorts_by_header_click_and_keys():
+    app = TableApp()
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(RunTable)
+        flows = ["delta", "alpha", "charlie", "bravo"]
+        keys = [f"{i:032x}" for i in range(4)]
+        table.show_rows([row(k, flow=f, created_at=i) for i, (k, f) in enumerate(zip(keys, flows))])
+        await pilot.pause()
+        assert table.select(keys[2])
+        x = 2 + table._widths[0] + 2  # inside the FLOW header
+        await pilot.click(RunTable, offset=(x, 0))
+        await pilot.pause()
+        assert [table.row_for(k).flow for k in table.shown_keys] == sorted(flows)
+        assert table.selected_key == keys[2]  # the cursor kept its run
+        assert "FLOW ▲" in table.render_line(0).text
+        await pilot.click(RunTable, offset=(x, 0))
+        await pilot.pause()
+        assert [table.row_for(k).flow for k in table.shown_keys] == sorted(flows, reverse=True)
+        assert "FLOW ▼" in table.render_line(0).text
+        # A new row goes where the sort puts it.
+        table.show_rows([row(k, flow=f, created_at=i) for i, (k, f) in enumerate(zip(keys, flows))] + [row("e" * 32, flow="echo", created_at=9)])
+        assert table.shown_keys[0] == "e" * 32
+        # The keys 1..8 sort by the columns in order: 1 is the id (ties: newest first).
+        await pilot.press("1")
+        assert table.shown_keys == keys[::-1] + ["e" * 32]
+        assert "ID ▲" in table.render_line(0).text
+        await pilot.press("0")  # back to newest first
+        assert table.shown_keys == ["e" * 32] + keys[::-1]
+        assert "▲" not in table.render_line(0).text
+
+
+async def test_run_table_click_and_enter_post_messages():
+    class Listen(TableApp):
+        def __init__(self) -> None:
+            super().__init__()
+            self.got: list[tuple[str, str | None]] = []
+
+        def on_run_table_row_highlighted(self, event: RunTable.RowHighlighted) -> None:
+            self.got.append(("highlighted", event.key))
+
+        def on_run_table_row_selected(self, event: RunTable.RowSelected) -> None:
+            self.got.append(("selected", event.key))
+
+    app = Listen()
+    async with app.run_test(size=(120, 20)) as pilot:
+        table = app.query_one(RunTable)
+        keys = [f"{i:032x}" for i in range(4)]
+        table.show_rows([row(k, created_at=i) for i, k in enumerate(keys)])
+        table.focus()
+        await pilot.pause()
+        await pilot.click(RunTable, offset=(3, 3))  # the third row
+        await pilot.pause()
+        assert table.selected_key == keys[1]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert ("highlighted", keys[1]) in app.got and app.got[-1] == ("selected", keys[1])
 
 
 async def test_run_table_shows_markup_as_text():
