@@ -331,14 +331,16 @@ class RunTable(ScrollView, can_focus=True):
             reverse = (not self.sort_reverse) if column == self.sort_column and column is not None else False
         self.sort_column, self.sort_reverse = column, reverse
         cursor_key = self.selected_key
-        cursor_screen = self.cursor_row - int(self.scroll_y)
         rows = [self._shown[k] for k in self._order]
         rows.sort(key=self._sort_key)
         self._order = [r.key for r in rows]
         self._sort_keys = [self._sort_key(r) for r in rows]
         self._index = None
         self._header = None
-        self._settle_cursor(cursor_key, cursor_screen)
+        # A new order asked for is read from its top: the cursor keeps its run, shown
+        # as high as it can be without hiding rows above it.
+        at = self._positions().get(cursor_key, 0) if cursor_key is not None else 0
+        self._settle_cursor(cursor_key, min(at, max(0, self.scrollable_content_region.height - 2)))
         self.refresh()
         self.post_message(self.Sorted(self, column, reverse))
         self._announce()

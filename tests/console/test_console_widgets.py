@@ -147,6 +147,8 @@ async def test_run_table_sorts_by_header_click_and_keys():
         await pilot.pause()
         assert [table.row_for(k).flow for k in table.shown_keys] == sorted(flows)
         assert table.selected_key == keys[2]  # the cursor kept its run
+        # A short table sorted anew shows from its top: no row hidden above the cursor.
+        assert table.scroll_y == 0 and all(table.row_for(k).flow in table.render_line(i + 1).text for i, k in enumerate(table.shown_keys))
         assert "FLOW ▲" in table.render_line(0).text
         await pilot.click(RunTable, offset=(x, 0))
         await pilot.pause()
