@@ -525,6 +525,7 @@ async def _quick_write(store: Store):
         async with store.write() as conn:
             yield conn
         return
+    store.check_file()  # like every write: never into a file that is not the one this process opened
     async with connect(store.engine) as conn:
         await conn.exec_driver_sql("PRAGMA busy_timeout=1000")
         await conn.commit()
