@@ -77,19 +77,17 @@ def store_url(request, workspace: Path):
     if request.param == "sqlite":
         yield f"sqlite:///{workspace}/.swarmkit/store.db"
         return
-    require_pg()
-    schema = "t_" + uuid.uuid4().hex[:12]
-    sep = "&" if "?" in PG_BASE else "?"
-    yield f"{PG_BASE}{sep}schema={schema}"
-    try:
-        _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    except Exception:
-        pass
+    yield from _pg_schema()
 
 
 @pytest.fixture
 def pg_url():
     """A fresh PostgreSQL schema, for what only a store shared across machines shows."""
+    yield from _pg_schema()
+
+
+def _pg_schema():
+    """The URL of a schema of its own on the test server, dropped afterwards."""
     require_pg()
     schema = "t_" + uuid.uuid4().hex[:12]
     sep = "&" if "?" in PG_BASE else "?"

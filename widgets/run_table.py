@@ -126,9 +126,7 @@ class RunTable(ScrollView, can_focus=True):
         Binding("0", "sort('')", "Newest first", show=False),
     ] + [Binding(str(i + 1), f"sort('{col}')", f"Sort by {title.lower()}", show=False) for i, (col, title, _) in enumerate(COLUMNS)]
 
-    class RowHighlighted(Message):
-        """The cursor moved to another run (or the rows under it changed)."""
-
+    class _RowMessage(Message):
         def __init__(self, table: RunTable, key: str | None) -> None:
             super().__init__()
             self.table = table
@@ -138,17 +136,11 @@ class RunTable(ScrollView, can_focus=True):
         def control(self) -> RunTable:
             return self.table
 
-    class RowSelected(Message):
+    class RowHighlighted(_RowMessage):
+        """The cursor moved to another run (or the rows under it changed)."""
+
+    class RowSelected(_RowMessage):
         """Enter, or a double click on a row."""
-
-        def __init__(self, table: RunTable, key: str) -> None:
-            super().__init__()
-            self.table = table
-            self.key = key
-
-        @property
-        def control(self) -> RunTable:
-            return self.table
 
     class Sorted(Message):
         def __init__(self, table: RunTable, column: str | None, reverse: bool) -> None:
