@@ -108,11 +108,11 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         assert not run_dir.exists()
         assert await workspace_states(store_url, workspace, cancel_destroy) == ["destroyed"]
 
-        # k: cancel keeping the workspace.
+        # C: cancel keeping the workspace.
         keep_dir = workspace / ".swarmkit" / "runs" / cancel_keep
         await until(pilot, lambda: status_cell(app, cancel_keep) == "running" and (keep_dir / "out.txt").exists(), what="second canceller at work")
         assert table.select(cancel_keep)
-        await pilot.press("k")
+        await pilot.press("C")
         dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel-keep dialog")
         assert "KEPT" in str(dialog.query_one("#dialog-body").render())
         await pilot.click("#choice-cancel")
@@ -124,6 +124,11 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         await until(pilot, lambda: status_cell(app, gated) == "deferred", what="deferred at the gate")
         assert table.select(gated)
         await pilot.press("a")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the approve dialog")
+        words = str(dialog.query_one("#dialog-body").render())
+        assert gated[:8] in words and "gated" in words and "'ship'" in words and "Nothing is destroyed" in words
+        assert (await job_of(store_url, workspace, gated)).status == "deferred"  # nothing yet: it asks first
+        await pilot.click("#choice-go")
         await until(pilot, lambda: status_cell(app, gated) in ("queued", "running", "completed"), what="approved")
         assert "approved 'ship'" in screen.last_message
         await until(pilot, lambda: status_cell(app, gated) == "completed", what="completed after approval")
