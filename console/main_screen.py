@@ -322,7 +322,7 @@ class MainScreen(ActingScreen):
                     continue
                 if job is None or self.closing:
                     continue
-                sections = detail_sections(cps, trail, wss, recent)
+                sections = detail_sections(cps, trail, wss, recent, steps=job.steps)
                 self._sections[key] = (job.updated_at, sections)
                 if len(self._sections) > 64:
                     self._sections.pop(next(iter(self._sections)))
