@@ -216,5 +216,10 @@ class ActingScreen(Screen):
         style = {"error": "bold red", "warning": "yellow"}.get(severity, "")
         self._show_line(text, style)
         if toast:
+            # One toast at a time: the last one goes with its holder (clearing alone leaves the
+            # holder behind, and the rack's two lines would show it instead of the new one).
+            self.app.clear_notifications()
+            for holder in self.query("ToastHolder"):
+                holder.remove()
             shown = "\n".join(text.split("\n")[:TOAST_LINES])
-            self.notify(shown, severity=severity, markup=False, timeout=6 if severity != "error" else 10)  # type: ignore[arg-type]
+            self.notify(shown, severity=severity, markup=False, timeout=5 if severity != "error" else 10)  # type: ignore[arg-type]
