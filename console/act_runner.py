@@ -57,6 +57,8 @@ class ActRunner:
         try:
             targets, missing = await screen.link.shielded(self._read(run_ids, act.verb.startswith("cancel")))
         except Exception as exc:
+            if screen.closing:
+                return
             screen.say(f"could not {what} {', '.join(r[:8] for r in run_ids)}: {screen.problem_words(exc)}", "error")
             return
         if missing and not targets:
@@ -65,6 +67,8 @@ class ActRunner:
         if any(t.job.status in act.confirms for t in targets):
             asked = confirmation(act, targets, screen.clock())
             choice = await screen.app.push_screen_wait(ConfirmDialog(asked.title, asked.body, list(asked.choices), back_label="Back"))
+            if screen.closing:
+                return
             if choice is None:
                 screen.say(f"{', '.join(t.job.short_id for t in targets[:4])}{' …' if len(targets) > 4 else ''}: nothing done", "information")
                 return
@@ -75,6 +79,8 @@ class ActRunner:
         if screen.closing:
             return
         hint = await screen.link.shielded(self._worker_hint(act, outcomes))
+        if screen.closing:
+            return
         if not bulk:
             self._say_one(outcomes[0], what, hint)
         else:

@@ -118,7 +118,7 @@ class ActingScreen(Screen):
 
     def action_read_only(self, verb: str) -> None:
         # A key that does nothing says why: a toast the first time, the message line every time.
-        text = f"read-only: acts are off (--read-only); {ACT_BY_VERB[verb].label.lower() if verb in ACT_BY_VERB else verb} does nothing here"
+        text = "read-only: acts are off (--read-only)"
         self.say(text, "warning", toast=not self._read_only_said)
         self._read_only_said = True
 

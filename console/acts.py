@@ -46,7 +46,7 @@ ACTS: tuple[Act, ...] = (
     Act("stop", "s", "Stop", "Stop run", "stop the run at its next agent boundary (resumable)",
         frozenset({RUNNING, QUEUED}), frozenset(), "stopped",
         lambda store, run, actor: control.stop(store, run, actor=actor)),
-    Act("resume", "r", "Resume", "Resume run", "queue a stopped, deferred or lost run again (on a deferred run it approves its gate: asks first)",
+    Act("resume", "r", "Resume", "Resume run", "queue a stopped, deferred or lost run again (deferred: approves its gate, asks first)",
         RESUMABLE_STATUSES, frozenset({DEFERRED}), "resumed",
         lambda store, run, actor: control.resume(store, run, actor=actor)),
     Act("approve", "a", "Approve", "Approve run", "approve the gate a deferred run waits at (asks first)",

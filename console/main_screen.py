@@ -261,7 +261,9 @@ class MainScreen(ActingScreen):
 
     @property
     def selected(self) -> JobRecord | None:
-        key = self.query_one(RunTable).selected_key
+        # A worker that finishes while the app closes may ask after the table is gone.
+        tables = self.query(RunTable)
+        key = tables.first().selected_key if tables else None
         return self.jobs.get(key) if key else None
 
     @on(RunTable.RowHighlighted)

@@ -76,7 +76,7 @@ _LIMITS = {"flow": 32, "node": 32, "requested_by": 32}
 _SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at"}
 _STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
-MARK = "●"  # drawn in a marked row's first cell of padding
+MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
 
 assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
 
