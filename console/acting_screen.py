@@ -49,6 +49,7 @@ class ActingScreen(Screen):
     VIEW_HELP: ClassVar[dict[str, str]] = {}
 
     config: ConsoleConfig
+    jobs: dict[str, JobRecord]
     link: StoreLink
     actor: str
     read_only: bool
@@ -150,31 +151,26 @@ class ActingScreen(Screen):
 
     # --- what is offered ------------------------------------------------------------
 
-    def _statuses(self) -> tuple[set[str], str]:
-        """The stored statuses the acts would apply to, and the words naming those runs in the palette."""
-        table = self.query_one_table()
-        marked = table.marked_keys
-        jobs = getattr(self, "jobs", {})
-        if marked:
-            return {jobs[k].status for k in marked if k in jobs}, f" ({len(marked)} marked)"
+    def _acted_on(self) -> tuple[set[str], str, str]:
+        """The stored statuses of the runs an act would apply to; the palette's words for them, for acts and for views."""
+        marked = self.query_one_table().marked_keys
         job = self.selected
-        if job is None:
-            return set(), ""
-        run = f" {job.short_id}" if all(c in "0123456789abcdef" for c in job.short_id) else ""
-        return {job.status}, run
+        # The palette parses its names as markup: only a hex short id goes in.
+        one = f" {job.short_id}" if job and all(c in "0123456789abcdef" for c in job.short_id) else ""
+        if marked:
+            return {self.jobs[k].status for k in marked if k in self.jobs}, f" ({len(marked)} marked)", one
+        return ({job.status} if job else set()), one, one
 
     def palette_commands(self) -> list[tuple[str, str, str]]:
         """(name, help, action) for the command palette: the acts that apply to the runs acted on; none when read-only."""
-        statuses, run = self._statuses()
+        statuses, runs, one = self._acted_on()
         out: list[tuple[str, str, str]] = []
         if not self.read_only:
-            for act in ACTS:
-                if statuses & act.applies:
-                    out.append((act.title + run, act.help, act.verb))
-            out.append(("Mark or unmark run" + run if not run.startswith(" (") else "Mark or unmark run", "acts then apply to every marked run", "mark"))
+            out += [(act.title + runs, act.help, act.verb) for act in ACTS if statuses & act.applies]
+            out.append(("Mark or unmark run" + one, "acts then apply to every marked run", "mark"))
         out += [
-            ("Copy run id" + (run if not run.startswith(" (") else ""), "copy the run's full id to the clipboard", "copy_id"),
-            ("Show logs" + (run if not run.startswith(" (") else ""), "open the run's log; follows new lines", "logs"),
+            ("Copy run id" + one, "copy the run's full id to the clipboard", "copy_id"),
+            ("Show logs" + one, "open the run's log; follows new lines", "logs"),
             ("Toggle ended runs", "show every recent run, or the active ones", "toggle_ended"),
             ("Toggle detail pane", "show or hide the selected run's detail", "toggle_detail"),
             ("Filter runs", "filter by flow, id, status or node", "filter"),

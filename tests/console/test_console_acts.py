@@ -214,3 +214,32 @@ async def test_cursor_stays_on_its_run_while_rows_come_and_go(store_url, workspa
         assert screen.selected.id == target
         assert [k for k in table.shown_keys if k in order] == order  # statuses changed, places did not
         assert table.get_row_index(target) - int(table.scroll_y) == line  # the same line on screen
+
+
+async def test_resume_of_a_deferred_run_asks_first_for_it_approves_the_gate(store_url, workspace, fast_env):
+    import asyncio
+
+    from tests.conftest import Cli
+
+    f = flows(workspace)
+    res = await asyncio.to_thread(Cli(store_url, workspace).call, "run", str(f["gated"]), check=True)
+    gated = res.stdout.split()[0]
+    app = make_app(store_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        run = await until(pilot, lambda: next((k for k in screen.jobs if k.startswith(gated)), None), what="the deferred run")
+        assert status_cell(app, run) == "deferred"
+        assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"
+        assert screen.query_one(RunTable).select(run)
+        await pilot.press("r")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the question")
+        assert str(dialog.query_one("#dialog-title").render()) == f"Resume run {gated}, approving its gate?"
+        await pilot.press("escape")  # backing out approves nothing
+        await until(pilot, lambda: screen.last_message == f"{gated}: nothing done", what="nothing done")
+        assert (await job_of(store_url, workspace, run)).status == "deferred"
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question again")
+        await pilot.click("#choice-go")
+        await until(pilot, lambda: status_cell(app, run) == "queued", what="approved and queued")
+        assert screen.last_message.startswith(f"{gated} approved 'ship' and queued (was deferred); a worker will pick it up at agent 2/2 ship.")
+        assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"  # the same numbering, queued
