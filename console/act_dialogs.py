@@ -108,36 +108,34 @@ def cancel_confirmation(targets: list[Target], keep: bool, now: datetime) -> Con
     return Confirmation(title, body, tuple(choices))
 
 
-def gate_confirmation(act: Act, targets: list[Target], now: datetime) -> Confirmation:
-    """Approving (with `a`, or `r` on a deferred run): which gate each run passes, and that nothing is destroyed."""
+def act_confirmation(act: Act, targets: list[Target], now: datetime) -> Confirmation:
+    """Any act but a cancel: the runs (the gate each deferred one waits at), what the act does in the table's words, and that nothing is destroyed."""
     body = Text()
-    gated = [t.job for t in targets if t.job.status == "deferred"]
-    others = [t.job for t in targets if t.job.status != "deferred"]
+    asked = [t.job for t in targets if t.job.status in act.confirms]
+    others = [t.job for t in targets if t.job.status not in act.confirms]
     if len(targets) == 1:
-        job = targets[0].job
-        title = f"Approve the gate of run {job.short_id}?" if act.verb == "approve" else f"Resume run {job.short_id}, approving its gate?"
+        title = act.asks.format(run=targets[0].job.short_id)
     else:
-        title = f"{act.label} {len(targets)} marked runs?" + (f" ({len(gated)} approve a gate)" if act.verb != "approve" else "")
-    for job in gated[:LISTED]:
+        title = f"{act.label} {len(targets)} marked runs?"
+    for job in asked[:LISTED]:
         _run_line(body, job, now)
-        body.append(f", waiting at the gate {safe(job.pending_gate or job.current_node or '?', 40)!r}.\n")
-    if len(gated) > LISTED:
-        body.append(f"… and {len(gated) - LISTED} more at a gate\n")
-    body.append("Approving lets " + ("it" if len(gated) == 1 else "them") + " past the gate: a worker runs the gated agent next.\n")
+        gate = f", waiting at the gate {safe(job.pending_gate or job.current_node or '?', 40)!r}" if job.status == "deferred" else ""
+        body.append(gate + ".\n")
+    if len(asked) > LISTED:
+        body.append(f"… and {len(asked) - LISTED} more\n")
+    body.append(act.says.format(them="it" if len(asked) == 1 else "them") + "\n")
     if others:
-        if act.verb == "approve":
-            body.append("Not at a gate, left as they are: ", style="dim")
-        else:
-            body.append("Queued again without a gate: ", style="dim")
+        body.append(f"Also {act.done}, where it applies: " if act.verb != "approve" else "Not at a gate, left as they are: ", style="dim")
         body.append(", ".join(f"{j.short_id} {j.status}" for j in others[:LISTED]) + "\n", style="dim")
     body.append("\nNothing is destroyed: workspaces are kept.", style="dim")
-    return Confirmation(title, body, (Choice("go", f"{act.label} {'gate' if len(targets) == 1 else str(len(targets))}", "warning"),))
+    go = f"{act.label} {'run' if len(targets) == 1 else str(len(targets))}"
+    return Confirmation(title, body, (Choice("go", go, "warning"),))
 
 
 def confirmation(act: Act, targets: list[Target], now: datetime) -> Confirmation:
     if act.verb in ("cancel", "cancel_keep"):
         return cancel_confirmation(targets, act.keep, now)
-    return gate_confirmation(act, targets, now)
+    return act_confirmation(act, targets, now)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,11 @@
 which runs an act applies to and on which it asks first, and the runtime control call it makes.
 
 Bindings, the help screen, the command palette and acts on marked runs all read this table; an
-act added here (stop now, once it exists) is one more `Act(...)` line.
+act added here is one more `Act(...)` line. Stop now, once `control.stop(now=True)` exists:
+
+    Act("stop_now", "S", "Stop now", "Stop run now", "interrupt the agent in flight and park the run (asks first)",
+        frozenset({RUNNING}), frozenset({RUNNING}), "stopped", lambda s, r, a: control.stop(s, r, actor=a, now=True),
+        "Stop run {run} now?", "Stop now interrupts the agent in flight; {them} park before that node, which runs again on resume."),
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ class Act:
     confirms: frozenset[str]  # the stored statuses on which it asks first
     done: str  # how an outcome is counted: "3 stopped"
     call: Callable[[Store, str, str], Awaitable[ActResult]]  # (store, run id, actor)
+    asks: str = ""  # the confirmation's title for one run ({run}: its short id)
+    says: str = ""  # what the confirmation says the act does ({them}: it or them); cancel's words are its own
     keep: bool = False  # a cancel that keeps the workspaces
 
     def binding(self) -> Binding:
@@ -48,10 +54,12 @@ ACTS: tuple[Act, ...] = (
         lambda store, run, actor: control.stop(store, run, actor=actor)),
     Act("resume", "r", "Resume", "Resume run", "queue a stopped, deferred or lost run again (deferred: approves its gate, asks first)",
         RESUMABLE_STATUSES, frozenset({DEFERRED}), "resumed",
-        lambda store, run, actor: control.resume(store, run, actor=actor)),
+        lambda store, run, actor: control.resume(store, run, actor=actor),
+        "Resume run {run}, approving its gate?", "Resuming lets {them} past the gate: a worker runs the gated agent next."),
     Act("approve", "a", "Approve", "Approve run", "approve the gate a deferred run waits at (asks first)",
         frozenset({DEFERRED}), frozenset({DEFERRED}), "approved",
-        lambda store, run, actor: control.approve(store, run, actor=actor)),
+        lambda store, run, actor: control.approve(store, run, actor=actor),
+        "Approve the gate of run {run}?", "Approving lets {them} past the gate: a worker runs the gated agent next."),
     Act("cancel", "c", "Cancel", "Cancel run", "end the run for good and destroy its workspaces (asks first)",
         _CANCELLABLE, _CANCELLABLE, CANCELLED,
         lambda store, run, actor: control.cancel(store, run, keep=False, actor=actor)),

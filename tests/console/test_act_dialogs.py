@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from swarmkit.console.act_dialogs import LISTED, Outcome, Target, cancel_confirmation, confirmation, gate_confirmation, outcome_summary
+from swarmkit.console.act_dialogs import LISTED, Outcome, Target, act_confirmation, cancel_confirmation, confirmation, outcome_summary
 from swarmkit.console.acts import ACT_BY_VERB, ACTS
 from swarmkit.runtime.control import DONE, REFUSED, ActResult
 from swarmkit.store.records import JobRecord
@@ -64,13 +64,15 @@ def test_one_cancel_confirmation_lists_every_marked_run():
 
 def test_approving_names_the_gate_and_destroys_nothing():
     gated = job(1, "deferred", pending_gate="ship", current_node="ship", step=2)
-    a = gate_confirmation(ACT_BY_VERB["approve"], [Target(gated)], NOW)
+    a = act_confirmation(ACT_BY_VERB["approve"], [Target(gated)], NOW)
     assert a.title == "Approve the gate of run 00000001?"
     assert "00000001 release is deferred at 3/3 ship, waiting at the gate 'ship'." in words(a)
     assert "Nothing is destroyed" in words(a)
     r = confirmation(ACT_BY_VERB["resume"], [Target(gated), Target(job(2, "stopped"))], NOW)
-    assert r.title == "Resume 2 marked runs? (1 approve a gate)"
-    assert "Queued again without a gate: 00000002 stopped" in words(r)
+    assert r.title == "Resume 2 marked runs?"
+    assert "waiting at the gate 'ship'.\nResuming lets it past the gate" in words(r)
+    assert "Also resumed, where it applies: 00000002 stopped" in words(r)
+    assert [ch.label for ch in r.choices] == ["Resume 2"]
 
 
 def test_which_acts_ask_first():
