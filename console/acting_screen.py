@@ -16,7 +16,7 @@ from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe_lines
 
 from .act_runner import ActRunner
-from .acts import ACT_BY_VERB, ACTS, Act
+from .acts import ACT_BY_ACTION, ACT_BY_VERB, ACTS
 from .config import ConsoleConfig
 from .store_link import StoreLink
 
@@ -53,7 +53,7 @@ class ActingScreen(Screen):
     link: StoreLink
     actor: str
     read_only: bool
-    closing: bool
+    _unmounted: bool
     last_message: str
     acts: ActRunner
     _read_only_said: bool
@@ -65,6 +65,12 @@ class ActingScreen(Screen):
     def poll_now(self) -> None:
         raise NotImplementedError
 
+    @property
+    def closing(self) -> bool:
+        # Textual removes a screen's widgets before the screen's own unmount: a
+        # worker that finishes in between finds no table, and must touch nothing.
+        return self._unmounted or not self.query(RunTable)
+
     def query_one_table(self) -> RunTable:
         return self.query_one(RunTable)
 
@@ -72,7 +78,7 @@ class ActingScreen(Screen):
         return problem_text(exc, self.link)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ACT_BY_VERB or action == "mark":
+        if action in ("act", "mark"):
             return not self.read_only
         if action == "read_only":
             return self.read_only
@@ -91,31 +97,13 @@ class ActingScreen(Screen):
             return None
         return [job.id], False
 
-    def act(self, act: Act) -> None:
+    def action_act(self, verb: str) -> None:
+        """Every act's key and palette entry: the act named `verb`, on the marked runs or the cursor's."""
         if self.read_only:
             return
         targets = self._targets()
         if targets is not None:
-            self.acts.start(act, targets[0], bulk=targets[1])
-
-    def run_act(self, verb: str) -> None:
-        """The palette's and the keys' way in: carry out the act named `verb`."""
-        self.act(ACT_BY_VERB[verb])
-
-    def action_stop(self) -> None:
-        self.run_act("stop")
-
-    def action_resume(self) -> None:
-        self.run_act("resume")
-
-    def action_approve(self) -> None:
-        self.run_act("approve")
-
-    def action_cancel(self) -> None:
-        self.run_act("cancel")
-
-    def action_cancel_keep(self) -> None:
-        self.run_act("cancel_keep")
+            self.acts.start(ACT_BY_VERB[verb], targets[0], bulk=targets[1])
 
     def action_read_only(self, verb: str) -> None:
         # A key that does nothing says why: a toast the first time, the message line every time.
@@ -166,7 +154,7 @@ class ActingScreen(Screen):
         statuses, runs, one = self._acted_on()
         out: list[tuple[str, str, str]] = []
         if not self.read_only:
-            out += [(act.title + runs, act.help, act.verb) for act in ACTS if statuses & act.applies]
+            out += [(act.title + runs, act.help, act.action) for act in ACTS if statuses & act.applies]
             out.append(("Mark or unmark run" + one, "acts then apply to every marked run", "mark"))
         out += [
             ("Copy run id" + one, "copy the run's full id to the clipboard", "copy_id"),
@@ -185,11 +173,11 @@ class ActingScreen(Screen):
         for binding in self.BINDINGS:
             assert isinstance(binding, Binding)
             name = binding.action.removeprefix("app.")
-            if name in seen or name.startswith("read_only") or self.check_action(name, ()) is not True:
+            act = ACT_BY_ACTION.get(name)
+            if name in seen or name.startswith("read_only") or self.check_action("act" if act else name, ()) is not True:
                 continue
             seen.add(name)
             key = binding.key_display or binding.key
-            act = ACT_BY_VERB.get(name)
             entries.append((key, act.help if act else self.VIEW_HELP.get(name) or binding.description))
             if name == "logs":
                 entries.append(("enter", self.VIEW_HELP["logs"]))

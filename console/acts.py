@@ -40,8 +40,13 @@ class Act:
     says: str = ""  # what the confirmation says the act does ({them}: it or them); cancel's words are its own
     keep: bool = False  # a cancel that keeps the workspaces
 
+    @property
+    def action(self) -> str:
+        """The screen's action string: one `act` action for every act, named by its verb."""
+        return f"act('{self.verb}')"
+
     def binding(self) -> Binding:
-        return Binding(self.key, self.verb, self.label, id=f"act.{self.verb}")
+        return Binding(self.key, self.action, self.label, id=f"act.{self.verb}")
 
     def read_only_binding(self) -> Binding:
         # Tried when the act's own binding is off (read-only): the key says why nothing happens.
@@ -68,4 +73,5 @@ ACTS: tuple[Act, ...] = (
         lambda store, run, actor: control.cancel(store, run, keep=True, actor=actor), keep=True),
 )
 ACT_BY_VERB = {act.verb: act for act in ACTS}
+ACT_BY_ACTION = {act.action: act for act in ACTS}
 ACT_VERBS = tuple(ACT_BY_VERB)

@@ -81,7 +81,7 @@ class MainScreen(ActingScreen):
         self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...]]] = {}
         self._row_at: datetime | None = None  # the time the table's rows are shown at
         self._applied_at: float | None = None  # monotonic time of the last poll applied
-        self.closing = False
+        self._unmounted = False
         self._read_only_said = False
 
     # --- layout -----------------------------------------------------------------
@@ -112,7 +112,7 @@ class MainScreen(ActingScreen):
         self._poll()
 
     async def on_unmount(self) -> None:
-        self.closing = True
+        self._unmounted = True
         self.schedule.close()
         await self.link.close()
 
@@ -148,6 +148,8 @@ class MainScreen(ActingScreen):
                 log.error("poll failed", exc_info=error)
             self.poller.forget()
             await self.link.shielded(self.link.drop())
+            if self.closing:
+                return
             self.schedule.finished(ok=False)
             self._fail(error)
         else:

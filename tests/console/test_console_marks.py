@@ -56,7 +56,7 @@ async def test_marked_runs_are_acted_on_together_with_an_outcome_each(store_url,
         assert table.select(c)
         await pilot.press("space")
         assert not table.is_marked(c)
-        assert {"stop", "cancel"} <= {cmd[2] for cmd in screen.palette_commands()}
+        assert {"Stop run (3 marked)", "Cancel run (3 marked)"} <= {cmd[0] for cmd in screen.palette_commands()}
 
         # s on three marked runs: no question (a stop keeps everything), an outcome for each.
         assert table.select(c)  # the cursor is elsewhere: the marks decide
