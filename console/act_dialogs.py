@@ -16,7 +16,7 @@ from swarmkit.runtime.steps import step_words
 from swarmkit.store import TERMINAL_STATUSES
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.confirm_dialog import Choice
-from swarmkit.widgets.safe_text import safe
+from swarmkit.widgets.safe_text import safe, safe_lines
 
 from .acts import Act
 from .run_views import human_size, shown_path
@@ -145,7 +145,7 @@ class Outcome:
     error: str = ""
 
 
-def outcome_summary(act: Act, outcomes: list[Outcome]) -> tuple[str, str]:
+def outcome_summary(act: Act, outcomes: list[Outcome], now: datetime) -> tuple[str, str]:
     """One line for an act on several runs, and how loud: '3 stopped, 1 refused: abc123 is completed'."""
     done = [o for o in outcomes if o.result is not None and o.result.changed]
     same = [o for o in outcomes if o.result is not None and o.result.code == DONE and not o.result.changed]
@@ -155,7 +155,7 @@ def outcome_summary(act: Act, outcomes: list[Outcome]) -> tuple[str, str]:
         if o.result is None:
             return f"{o.short_id}: {o.error}"
         job = o.result.job
-        return f"{o.short_id} is {job.status}" if job is not None else o.result.message
+        return f"{o.short_id} is {job.display_status(now)}" if job is not None else o.result.message
 
     parts = [f"{len(done)} {act.done}"]
     if same:
@@ -164,3 +164,14 @@ def outcome_summary(act: Act, outcomes: list[Outcome]) -> tuple[str, str]:
         parts.append(f"{len(refused)} refused: " + ", ".join(why(o) for o in refused[:LISTED]))
     severity = "error" if refused else "warning" if same else "information"
     return ", ".join(parts), severity
+
+
+def outcome_lines(outcomes: list[Outcome]) -> Text:
+    """Every run's outcome in the runtime's words, each led by the run's id (unless the words name it)."""
+    body = Text()
+    for o in outcomes:
+        words = safe_lines(o.result.message if o.result is not None else o.error)
+        if o.short_id not in words.split(" ", 1)[0]:
+            body.append(f"{o.short_id}  ", style="bold")
+        body.append(words + "\n")
+    return body

@@ -7,17 +7,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from rich.text import Text
-
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import SwarmkitError
 from swarmkit.runtime.workspaces import dir_size
 from swarmkit.store import STORE_FAULTS, StoreError
 from swarmkit.store.queries import get_job, workspaces_for
 from swarmkit.widgets.confirm_dialog import ConfirmDialog
-from swarmkit.widgets.safe_text import safe_lines
 
-from .act_dialogs import Outcome, Target, confirmation, outcome_summary
+from .act_dialogs import Outcome, Target, confirmation, outcome_lines, outcome_summary
 from .acts import ACT_BY_VERB, Act
 
 if TYPE_CHECKING:
@@ -99,18 +96,14 @@ class ActRunner:
         self.screen.say(message, severity)
 
     def _say_many(self, act: Act, outcomes: list[Outcome], hint: str) -> None:
-        summary, severity = outcome_summary(act, outcomes)
+        summary, severity = outcome_summary(act, outcomes, self.screen.clock())
         if hint:
             summary, severity = summary + "\n" + hint, "warning" if severity == "information" else severity
         self.screen.query_one_table().clear_marks()
         self.screen.say(summary, severity)
         if severity != "information":
             # Not everything went as asked: every run's outcome, in the runtime's words.
-            body = Text()
-            for o in outcomes:
-                body.append(f"{o.short_id}  ", style="bold")
-                body.append(safe_lines(o.result.message if o.result is not None else o.error) + "\n")
-            self.screen.app.push_screen(ConfirmDialog(summary.split("\n")[0], body, [], back_label="OK"))
+            self.screen.app.push_screen(ConfirmDialog(summary.split("\n")[0], outcome_lines(outcomes), [], back_label="OK"))
 
     async def _worker_hint(self, act: Act, outcomes: list[Outcome]) -> str:
         queued = [o for o in outcomes if o.result is not None and o.result.changed and act.verb in ("resume", "approve")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from swarmkit.console.act_dialogs import LISTED, Outcome, Target, act_confirmation, cancel_confirmation, confirmation, outcome_summary
+from swarmkit.console.act_dialogs import LISTED, Outcome, Target, act_confirmation, cancel_confirmation, confirmation, outcome_lines, outcome_summary
 from swarmkit.console.acts import ACT_BY_VERB, ACTS
 from swarmkit.runtime.control import DONE, REFUSED, ActResult
 from swarmkit.store.records import JobRecord
@@ -87,7 +87,10 @@ def test_outcomes_are_counted_and_the_others_named():
     done = [Outcome(f"{i:08x}", ActResult(DONE, True, "stop requested", job(i))) for i in range(3)]
     same = Outcome("0000000a", ActResult(DONE, False, "0000000a is completed; nothing to stop.", job(10, "completed")))
     refused = Outcome("0000000b", None, "could not stop 0000000b: the store is locked")
-    assert outcome_summary(stop, done) == ("3 stopped", "information")
-    assert outcome_summary(stop, done + [same]) == ("3 stopped, 1 unchanged: 0000000a is completed", "warning")
-    text, severity = outcome_summary(ACT_BY_VERB["resume"], done[:1] + [Outcome("0000000c", ActResult(REFUSED, False, "x", job(12, "running"))), refused])
-    assert (text, severity) == ("1 resumed, 2 refused: 0000000c is running, 0000000b: could not stop 0000000b: the store is locked", "error")
+    assert outcome_summary(stop, done, NOW) == ("3 stopped", "information")
+    assert outcome_summary(stop, done + [same], NOW) == ("3 stopped, 1 unchanged: 0000000a is completed", "warning")
+    cancelling = Outcome("0000000c", ActResult(REFUSED, False, "cannot resume 0000000c: it is running.", job(12, cancel_requested_at=NOW)))
+    text, severity = outcome_summary(ACT_BY_VERB["resume"], done[:1] + [cancelling, refused], NOW)
+    assert (text, severity) == ("1 resumed, 2 refused: 0000000c is cancelling, 0000000b: could not stop 0000000b: the store is locked", "error")
+    # Each run's words, led by its id where they do not start with it.
+    assert outcome_lines([same, cancelling]).plain == "0000000a is completed; nothing to stop.\n0000000c  cannot resume 0000000c: it is running.\n"

@@ -64,7 +64,7 @@ async def test_marked_runs_are_acted_on_together_with_an_outcome_each(store_url,
         dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the outcomes")
         assert screen.last_message.startswith(f"2 stopped, 1 unchanged: {ended[:8]} is cancelled"), screen.last_message
         outcomes = str(dialog.query_one("#dialog-body").render())
-        assert f"{a[:8]}  {a[:8]} was queued; stopped at once" in outcomes and f"{ended[:8]} is cancelled; nothing to stop" in outcomes
+        assert f"{a[:8]} was queued; stopped at once" in outcomes and f"{ended[:8]} is cancelled; nothing to stop" in outcomes
         await pilot.press("escape")
         assert [(await job_of(store_url, workspace, r)).status for r in (a, b, c)] == ["stopped", "stopped", "queued"]
         assert not table.marked_keys  # carried out: the marks are spent
