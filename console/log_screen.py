@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from swarmkit.runtime.steps import step_words
 from swarmkit.store import masked
 from swarmkit.store.queries import count_events_between, events_after, events_before, find_event_before, get_job
 from swarmkit.store.records import JobRecord
@@ -92,8 +93,7 @@ class LogScreen(Screen):
         out.append(safe(job.flow, 60) + "  ")
         out.append_text(status_text(job.display_status(self.clock())))
         if job.current_node:
-            out.append(f"  at {min(job.step + 1, job.steps) if job.status != 'completed' else job.step}/{job.steps} ")
-            out.append(safe(job.current_node, 40))
+            out.append("  at " + safe(step_words(job.step, job.steps, job.current_node, 40)))
         if self.problem:
             out.append("   ⚠ " + safe(self.problem), style="bold red")
         return out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from swarmkit.runtime.control import UNLOADABLE
 from swarmkit.runtime.report import age, node_cell, requested_by, usage_cell
+from swarmkit.runtime.steps import step_words
 from swarmkit.store import TERMINAL_STATUSES, StoreLocation
 from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
 from swarmkit.widgets.log_tail import LogLine
@@ -134,23 +135,31 @@ def detail_facts(job: JobRecord, now: datetime) -> tuple[tuple[str, str], ...]:
     return tuple((label, safe(value)) for label, value in facts)
 
 
-def _detail_text(detail: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(detail.items()) if v not in (None, "", [])) if detail else ""
+def _detail_text(detail: dict, steps: int) -> str:
+    def shown(k: str, v: object) -> object:
+        # Audit rows written before steps were recorded as `k/N` hold the 0-based index.
+        return step_words(v, steps) if k == "step" and isinstance(v, int) and not isinstance(v, bool) and steps else v
+
+    return ", ".join(f"{k}={shown(k, v)}" for k, v in sorted(detail.items()) if v not in (None, "", [])) if detail else ""
+
+
+def _checkpoint_line(cp: CheckpointRecord, steps: int) -> str:
+    # A checkpoint's step counts the nodes done: the one it follows is that number, 1-based.
+    after = f"after {step_words(cp.step - 1, steps, cp.node, None)}" if cp.node and steps else (cp.node or "(start)")
+    return f"{clock_time(cp.created_at)}  {after}  epoch {cp.epoch}"
 
 
 def detail_sections(
     checkpoints: Iterable[CheckpointRecord], audit: Iterable[AuditRecord], workspaces: Iterable[WorkspaceRecord],
-    recent: Iterable[EventRecord] = (),
+    recent: Iterable[EventRecord] = (), steps: int = 0,
 ) -> tuple[DetailSection, ...]:
     cps = list(checkpoints)
-    cp_lines = tuple(
-        f"{clock_time(cp.created_at)}  step {cp.step}  {cp.node or '(start)'}  epoch {cp.epoch}" for cp in cps[-12:]
-    )
+    cp_lines = tuple(_checkpoint_line(cp, steps) for cp in cps[-12:])
     if len(cps) > 12:
         cp_lines = (f"… {len(cps) - 12} earlier",) + cp_lines
     trail = list(audit)
     audit_lines = tuple(
-        f"{stamp(a.at)}  {a.actor}  {a.action}" + (f"  ({_detail_text(a.detail)})" if a.detail else "") for a in trail[-20:]
+        f"{stamp(a.at)}  {a.actor}  {a.action}" + (f"  ({_detail_text(a.detail, steps)})" if a.detail else "") for a in trail[-20:]
     )
     if len(trail) > 20:
         audit_lines = (f"… {len(trail) - 20} earlier",) + audit_lines

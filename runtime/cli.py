@@ -28,6 +28,7 @@ from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
 from .report import clock_warning, runs_table
 from .settings import Settings, default_actor, version
+from .steps import step_words
 from .text import plain, plain_lines
 from .worker import Worker
 from .workspaces import sweep
@@ -229,7 +230,7 @@ async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resum
         say(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
         return EXIT_OK
     if status == "stopped":
-        say(f"{sid} stopped before {plain(job.current_node)} ({job.step}/{job.steps} agents done). Resume with `swarmkit run --resume {sid}`.")
+        say(f"{sid} stopped before {step_words(job.step, job.steps, job.current_node, None)}. Resume with `swarmkit run --resume {sid}`.")
         return EXIT_OK
     if status == "deferred":
         say(f"{sid} is waiting for approval at {plain(job.pending_gate)}. Approve with `swarmkit approve {sid}`, then `swarmkit run --resume {sid}` or a worker hosts it.")

@@ -43,6 +43,7 @@ from .errors import (
 )
 from .flow import Agent, Flow, parse_flow
 from .settings import Settings
+from .steps import step_words
 from .workspaces import carry_out, decide, prepare_dir, record_workspace, run_dir
 
 log = logging.getLogger("swarmkit.executor")
@@ -484,7 +485,7 @@ class RunHost:
         return True
 
     def _started_event(self, step: int, agent: Agent, now) -> dict[str, Any]:
-        return dict(job_id=self.job_id, at=now, kind="node.started", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name}")
+        return dict(job_id=self.job_id, at=now, kind="node.started", node=agent.name, step=step, text=step_words(step, self.flow.steps, agent.name, None))
 
     async def enter(self, step: int, agent: Agent) -> None:
         """The boundary before the first node this host runs: no checkpoint to write, only the flags."""
@@ -527,7 +528,7 @@ class RunHost:
             )
             conn.execute(_INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))
             usage_text = f" ({usage.tokens} tokens, ${usage.cost:.4f})" if usage.tokens or usage.cost else ""
-            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name} done{usage_text}")]
+            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step_words(step, self.flow.steps, agent.name, None)} done{usage_text}")]
             if nxt is not None and self._clear(flags, step + 1, nxt):
                 rows.append(self._started_event(step + 1, nxt, now))
             conn.execute(_INSERT_EVENTS, rows)
@@ -716,9 +717,9 @@ class RunHost:
                         return
                     raise FencedError(self.job_id)
                 said = await decide(conn, self.job_id, destroy=not keep, reason="cancelled")
-                where = f"at {node} ({step + 1}/{self.flow.steps})" if node else "after its last agent"
+                where = f"at {step_words(step, self.flow.steps, node, None)}" if node else "after its last agent"
                 await record_event(conn, self.job_id, "run.cancelled", f"cancelled {where} by {actor}; workspaces {'kept' if keep else 'destroyed'}", node=node, step=step, at=now)
-                await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step, "workspaces": said}, at=now)
+                await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step_words(step, self.flow.steps), "workspaces": said}, at=now)
 
         await self._retrying("ending the run cancelled", op)
         self.final_status = CANCELLED
@@ -743,15 +744,15 @@ class RunHost:
                     if job and job.status == RUNNING and job.epoch == self.epoch and job.cancel_requested_at is not None:
                         raise RunCancelledError(self.job_id)
                     raise FencedError(self.job_id)
-                boundary = f"before {exc.node} ({exc.step + 1}/{self.flow.steps})"
+                boundary = f"before {step_words(exc.step, self.flow.steps, exc.node, None)}"
                 if stopped:
                     actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
-                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": exc.step}, at=now)
+                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps)}, at=now)
                 elif parked:
                     by = exc.parked_by  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.parked", f"parked {boundary} by {by}: back in the queue for any worker", node=exc.node, step=exc.step, at=now)
-                    await record_audit(conn, by, "run.parked", self.job_id, {"boundary": exc.node, "step": exc.step, "worker": by}, at=now)
+                    await record_audit(conn, by, "run.parked", self.job_id, {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps), "worker": by}, at=now)
                 else:
                     await record_event(conn, self.job_id, "run.deferred", f"waiting for approval {boundary}", node=exc.node, step=exc.step, at=now)
 

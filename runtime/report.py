@@ -6,6 +6,7 @@ from datetime import datetime
 
 from swarmkit.store.records import JobRecord
 
+from .steps import step_words
 from .text import plain
 
 
@@ -43,12 +44,7 @@ def age(seconds: float | None) -> str:
 
 
 def node_cell(job: JobRecord) -> str:
-    if job.steps == 0:
-        return "-"
-    if job.current_node:
-        shown = min(job.step + 1, job.steps) if job.status in ("running", "stopped", "deferred", "lost", "failed", "faulted") else job.step
-        return f"{shown}/{job.steps} {plain(job.current_node, 24)}"
-    return f"{job.step}/{job.steps}"
+    return step_words(job.step, job.steps, job.current_node)
 
 
 def state_since(job: JobRecord) -> datetime:

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from swarmkit.runtime.steps import step_words
 from swarmkit.store import Store
 from swarmkit.store.models import audit, checkpoints, events, jobs, workers, workspaces
 
@@ -136,9 +137,9 @@ async def build(workspace: Path, now: datetime = FROZEN_NOW) -> str:
                     await conn.execute(insert(checkpoints).values(job_id=jid, step=i + 1, node=agents[i], state="{}", epoch=1, created_at=ago(created_s - 30 * (i + 1))))
                 await conn.execute(insert(audit).values(at=ago(created_s), actor="ana@ops-laptop", action="run.submitted", job_id=jid, detail=json.dumps({"flow": flow})))
                 if extra.get("stop_requested_by"):
-                    await conn.execute(insert(audit).values(at=ago(extra["stop_requested_s"]), actor=extra["stop_requested_by"], action="run.stop_requested", job_id=jid, detail=json.dumps({"node": node, "step": step})))
+                    await conn.execute(insert(audit).values(at=ago(extra["stop_requested_s"]), actor=extra["stop_requested_by"], action="run.stop_requested", job_id=jid, detail=json.dumps({"node": node, "step": step_words(step, len(agents))})))
                 if status == "stopped":
-                    await conn.execute(insert(audit).values(at=ago(updated_s), actor=extra["stop_requested_by"], action="run.stopped", job_id=jid, detail=json.dumps({"boundary": node, "step": step})))
+                    await conn.execute(insert(audit).values(at=ago(updated_s), actor=extra["stop_requested_by"], action="run.stopped", job_id=jid, detail=json.dumps({"boundary": node, "step": step_words(step, len(agents))})))
                 if extra.get("cancel_requested_by"):
                     await conn.execute(insert(audit).values(at=ago(extra["cancel_requested_s"]), actor=extra["cancel_requested_by"], action="run.cancel_requested", job_id=jid, detail=json.dumps({"keep": False})))
                 if status == "cancelled":

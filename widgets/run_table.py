@@ -11,6 +11,10 @@ Rows stay put: the table keeps its own order. The default is newest first
 change keeps its place; a new run is inserted where the sort puts it, and when
 that is above the cursor the view scrolls with it, so that the run under the
 cursor stays on the same screen line.
+
+Marks: the owner marks runs to act on several at once; a marked row shows
+`MARK` in its first cell of padding and the `run-table--marked` style. A run
+that leaves the table loses its mark: nothing is acted on unseen.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ _LIMITS = {"flow": 32, "node": 32, "requested_by": 32}
 _SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at"}
 _STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
+MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
 
 assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
 
@@ -114,10 +119,12 @@ class RunTable(ScrollView, can_focus=True):
     """
 
     DEFAULT_CSS = load_css("run_table.tcss")
-    COMPONENT_CLASSES = {"run-table--header", "run-table--cursor", "run-table--cursor-blurred", "run-table--sorted"}
+    COMPONENT_CLASSES = {"run-table--header", "run-table--cursor", "run-table--cursor-blurred", "run-table--sorted", "run-table--marked"}
     BINDINGS = [
         Binding("up", "cursor_up", "Up", show=False),
         Binding("down", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "first", "First", show=False),
@@ -163,6 +170,7 @@ class RunTable(ScrollView, can_focus=True):
         self._strips: dict[str, tuple[tuple, Strip]] = {}
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
+        self._marked: set[str] = set()
         self._base: Style | None = None  # the widget's own rich style, until its styles change
         # The owner's current row for a run, for rows on screen between two `show` calls.
         self.row_source: Callable[[str], RunRow | None] | None = None
@@ -203,6 +211,34 @@ class RunTable(ScrollView, can_focus=True):
         self.move_cursor(index)
         return True
 
+    # --- marks --------------------------------------------------------------------
+
+    @property
+    def marked_keys(self) -> list[str]:
+        """The marked runs, in the order shown."""
+        if not self._marked:
+            return []
+        return [k for k in self._order if k in self._marked]
+
+    def is_marked(self, key: str) -> bool:
+        return key in self._marked
+
+    def toggle_mark(self, key: str) -> bool:
+        """Mark or unmark a shown run; returns whether it is marked now."""
+        if key not in self._shown:
+            return False
+        if key in self._marked:
+            self._marked.discard(key)
+        else:
+            self._marked.add(key)
+        self._refresh_key(key)
+        return key in self._marked
+
+    def clear_marks(self) -> None:
+        marked, self._marked = self._marked, set()
+        for key in marked:
+            self._refresh_key(key)
+
     def _positions(self) -> dict[str, int]:
         if self._index is None:
             self._index = {k: i for i, k in enumerate(self._order)}
@@ -231,6 +267,7 @@ class RunTable(ScrollView, can_focus=True):
         if gone:
             for key in gone:
                 del self._shown[key]
+                self._marked.discard(key)
                 self._strips.pop(key, None)
                 self._cells.pop(key, None)
             keep = [i for i, k in enumerate(self._order) if k in wanted]
@@ -539,7 +576,8 @@ class RunTable(ScrollView, can_focus=True):
             index = int(self.scroll_y) + y - 1
             if index >= len(self._order):
                 return Strip.blank(width, base)
-            strip = self._row_strip(self._order[index], index == self.cursor_row)
+            key = self._order[index]
+            strip = self._row_strip(key, index == self.cursor_row, key in self._marked)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
 
     def _header_strip(self) -> Strip:
@@ -563,29 +601,31 @@ class RunTable(ScrollView, can_focus=True):
         self._header = (sig, strip)
         return strip
 
-    def _row_strip(self, key: str, cursor: bool) -> Strip:
+    def _row_strip(self, key: str, cursor: bool, marked: bool = False) -> Strip:
         row = self._shown[key]
         shown = row.shown()
         focused = self.has_focus
-        sig = (shown, tuple(self._widths), cursor, focused)
+        sig = (shown, tuple(self._widths), cursor, focused, marked)
         cached = self._strips.get(key)
         if cached is not None and cached[0] == sig:
             return cached[1]
         style = self._base_style
+        if marked:
+            style = style + self.get_component_rich_style("run-table--marked")
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
-        strip = self._line(self._cells_of(row), style)
+        strip = self._line(self._cells_of(row), style, MARK if marked else None)
         self._strips[key] = (sig, strip)
         return strip
 
-    def _line(self, cells: Sequence[Text], style: Style) -> Strip:
+    def _line(self, cells: Sequence[Text], style: Style, mark: str | None = None) -> Strip:
         console = self.app.console
         segments: list[Segment] = []
         pad = Segment(" " * PAD, style)
-        for cell, width in zip(cells, self._widths):
+        for i, (cell, width) in enumerate(zip(cells, self._widths)):
             text = cell.copy()
             text.truncate(width, overflow="ellipsis", pad=True)
-            segments.append(pad)
+            segments.append(Segment(mark + " " * (PAD - 1), style + Style(bold=True)) if mark and i == 0 else pad)
             for seg in text.render(console, end=""):
                 segments.append(Segment(seg.text, style + seg.style if seg.style else style))
             segments.append(pad)

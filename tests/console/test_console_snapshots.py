@@ -82,6 +82,41 @@ def test_cancel_dialog(snap_compare, in_sample):
     assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
 
 
+# --- acts: marks and the confirmations ---------------------------------------------
+
+
+def test_marks(snap_compare, in_sample):
+    async def run_before(pilot):
+        await settle(pilot, select="running")
+        await pilot.press("space")  # marks it and moves down
+        assert pilot.app.screen.query_one(RunTable).select(run_id("stopped"))
+        await pilot.press("space")
+        assert pilot.app.screen.query_one(RunTable).select(run_id("deferred"))
+        await pilot.pause(0.1)
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
+
+
+def test_marked_runs_cancel_dialog(snap_compare, in_sample):
+    async def run_before(pilot):
+        await settle(pilot, select="running")
+        await pilot.press("space")
+        assert pilot.app.screen.query_one(RunTable).select(run_id("stopped"))
+        await pilot.press("space", "c")
+        await wait_screen(pilot, ConfirmDialog)
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
+
+
+def test_approve_dialog(snap_compare, in_sample):
+    async def run_before(pilot):
+        await settle(pilot, select="deferred")
+        await pilot.press("a")
+        await wait_screen(pilot, ConfirmDialog)
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
+
+
 def test_log_view(snap_compare, in_sample):
     async def run_before(pilot):
         await settle(pilot, select="running")
@@ -103,7 +138,7 @@ def test_help(snap_compare, in_sample):
 def test_read_only(snap_compare, in_sample):
     async def run_before(pilot):
         await settle(pilot, select="deferred")
-        await pilot.press("s", "c")  # nothing happens: no act in a read-only console
+        await pilot.press("s", "c")  # nothing happens: no act in a read-only console, and it says why
 
     assert snap_compare(frozen_app(None, in_sample, read_only=True), terminal_size=SIZE, run_before=run_before)
 
