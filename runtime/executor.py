@@ -102,7 +102,7 @@ _HEARTBEAT_USAGE = (
     )
     .returning(*_FLAG_COLS)
 )
-_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW).returning(*_FLAG_COLS)
+_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, node_started_at=_NOW).returning(*_FLAG_COLS)
 _CHECKPOINT = (
     update(jobs)
     .where(*_MINE)
@@ -113,6 +113,7 @@ _CHECKPOINT = (
         current_node=bindparam("b_node"),
         updated_at=_NOW,
         last_event_at=_NOW,
+        node_started_at=_NOW,
     )
     .returning(*_FLAG_COLS)
 )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
 from textual.command import CommandPalette
-from textual.widgets import Footer
 
 from swarmkit.console.app import make_app
 from swarmkit.console.help_screen import HelpScreen
 from swarmkit.console.main_screen import ACTS
+from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_table import RunTable
 from tests.conftest import write_flow
 
@@ -67,6 +67,6 @@ async def test_palette_offers_every_act_and_runs_it(sqlite_url, workspace, fast_
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped from the palette")
-        assert screen.query_one(Footer)
+        assert screen.query_one(KeyBar)
     # The app's store was let go of on its own loop when it closed.
     assert screen.link._store is None
