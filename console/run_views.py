@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from swarmkit.runtime.control import UNLOADABLE
-from swarmkit.runtime.run_columns import RunView, age, burn_rate, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
+from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
 from swarmkit.store import StoreLocation
 from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
 from swarmkit.widgets.log_tail import LogLine
@@ -45,7 +45,7 @@ def run_row(job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | 
         created_at=job.created_at.timestamp(),
         in_state_at=in_state_since(job).timestamp(),
         last_work_at=last.timestamp() if last else 0.0,
-        burn_rate=burn_rate(job, now, burn_since) or 0.0,
+        burn_rate=view.burn or 0.0,
     )
 
 

@@ -38,10 +38,16 @@ MAX_LINE = 4096
 
 
 def append_usage(path: Path, tokens: int, cost: float) -> None:
-    """One report as one line (a sync call agent's child writes its `ctx.add_usage` this way)."""
+    """One report as one line (a sync call agent's child writes its `ctx.add_usage` this way).
+
+    Best effort: the file is live progress only (the child's result carries the
+    node's total), so a full disk must not fail the agent."""
     line = json.dumps({"tokens": tokens, "cost": cost}) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line)
+    except OSError:
+        pass
 
 
 @dataclass
@@ -75,7 +81,7 @@ class LiveUsage:
             self._read(limit)
 
     def _read(self, limit: int) -> None:
-        if self.path is None or self.bad is not None and self.fault:
+        if self.path is None or self.fault:
             return
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)

@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from swarmkit.store import TERMINAL_STATUSES
 from swarmkit.store.records import JobRecord
@@ -29,6 +30,8 @@ from .text import plain
 
 def cell_width(text: str) -> int:
     """How many terminal cells `text` takes: wide (CJK, emoji) two, combining marks none."""
+    if text.isascii():  # nearly every cell; plain() has replaced the control characters
+        return len(text)
     n = 0
     for ch in text:
         if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
@@ -192,10 +195,19 @@ class RunView:
     burn_since: tuple[datetime, float] | None = None  # (time, cost then), for the burn rate
     usual_s: float | None = None  # how long its current node usually takes, for a stopping run
 
+    # Worked out once a view: several columns (and the console's sort values) use them.
+    @cached_property
+    def shown(self) -> str:
+        return self.job.display_status(self.now)
+
+    @cached_property
+    def burn(self) -> float | None:
+        return burn_rate(self.job, self.now, self.burn_since)
+
 
 def _node(v: RunView) -> str:
     cell = node_cell(v.job)
-    if v.job.display_status(v.now) == "stopping":
+    if v.shown == "stopping":
         eta = stop_eta(v.job, v.now, v.usual_s)
         if eta:
             return f"{cell} · {eta}"
@@ -218,19 +230,24 @@ class Column:
 COLUMNS: tuple[Column, ...] = (
     Column("short_id", "ID", 8, lambda v: v.job.short_id),
     Column("flow", "FLOW", 32, lambda v: plain(v.job.flow, 32)),
-    Column("status", "STATUS", 12, lambda v: plain(v.job.display_status(v.now), 12)),
+    Column("status", "STATUS", 12, lambda v: plain(v.shown, 12)),
     Column("node", "NODE", 64, _node),
     Column("in_state", "IN STATE", 10, lambda v: age((v.now - in_state_since(v.job)).total_seconds())),
     Column("last_work", "LAST WORK", 12, _last_work),
     Column("requested_by", "REQUESTED BY", 32, lambda v: requested_by(v.job)),
     Column("usage", "USAGE", 28, lambda v: usage_cell(v.job)),
-    Column("burn", "BURN", 10, lambda v: burn_text(burn_rate(v.job, v.now, v.burn_since)) if v.job.status == "running" else ""),
+    Column("burn", "BURN", 10, lambda v: burn_text(v.burn) if v.job.status == "running" else ""),
 )
 
 
 def cells(view: RunView) -> dict[str, str]:
     """Every column's text for one run, by key, each within its width."""
-    return {c.key: fit(c.value(view), c.width) for c in COLUMNS}
+    out = {}
+    for c in COLUMNS:
+        text = c.value(view)
+        # Two cells a character at most: a short text needs no measuring (the common case, and the hot path).
+        out[c.key] = text if 2 * len(text) <= c.width else fit(text, c.width)
+    return out
 
 
 def runs_table(jobs: Sequence[JobRecord], now: datetime) -> str:
