@@ -28,7 +28,11 @@ class UsualDurations:
         return found[1] if found else None
 
     def wanted(self, jobs: Iterable[JobRecord], now: datetime) -> dict[tuple[str, str], str]:
-        """(flow, node) -> a run id to leave out, for each stopping run's node not read lately."""
+        """(flow, node) -> a run id to leave out, for each stopping run's node not read lately.
+
+        What is handed out counts as read now (keeping what was known): a read
+        that is slow or fails is not asked for again at every poll, only after
+        `keep_s`."""
         out: dict[tuple[str, str], str] = {}
         t = time.monotonic()
         for job in jobs:
@@ -38,6 +42,7 @@ class UsualDurations:
             found = self._known.get(key)
             if found is None or t - found[0] > self.keep_s:
                 out[key] = job.id
+                self._known[key] = (t, found[1] if found else None)
         return out
 
     def read(self, conn, wanted: dict[tuple[str, str], str]) -> None:
