@@ -101,3 +101,36 @@ def test_usage_reported_mid_node_reaches_the_row_within_a_heartbeat(cli: Cli, tm
         assert (r.tokens, round(r.cost, 9)) == (1235, 1.0), kind
     r = job(cli.store_url, cli.workspace, ids["fifo"])
     assert r.status == "faulted" and "SWARMKIT_USAGE" in (r.error or "") and "regular file" in (r.error or ""), (r.status, r.error)
+
+
+def test_the_usage_file_is_read_in_bounded_steps_and_refused_past_its_limit(tmp_path: Path):
+    """What the heartbeat does with the file, without a worker: new lines only, a last line
+    without its newline at the node's end, a bad line named, a file past the limit refused."""
+    from swarmkit.runtime.live_usage import MAX_USAGE_BYTES, LiveUsage
+
+    path = tmp_path / "usage.jsonl"
+    live = LiveUsage(path=path)
+    live.read()
+    assert live.total() == (0, 0.0) and live.bad is None  # no file yet: nothing, no error
+    path.write_text('{"tokens": 10, "cost": 0.5}\n{"tokens": 5', encoding="utf-8")
+    live.read()
+    assert live.total() == (10, 0.5)  # the half-written line waits for its end
+    with path.open("a", encoding="utf-8") as f:
+        f.write(', "cost": 0.25}\n{"tokens": 1}')
+    live.read()
+    assert live.total() == (15, 0.75)
+    live.finish()
+    assert live.total() == (16, 0.75) and live.bad is None
+    live.written = (15, 0.75)
+    assert live.unwritten() == (1, 0.0)
+
+    bad = LiveUsage(path=tmp_path / "bad.jsonl")
+    (tmp_path / "bad.jsonl").write_text('not json\n{"tokens": -3}\n{"tokens": 2}\n', encoding="utf-8")
+    bad.finish()
+    assert bad.total() == (2, 0.0) and "not JSON" in (bad.bad or "") and not bad.fault
+
+    huge = LiveUsage(path=tmp_path / "huge.jsonl")
+    with (tmp_path / "huge.jsonl").open("wb") as f:
+        f.truncate(MAX_USAGE_BYTES + 1)
+    huge.read()
+    assert huge.fault and "limit" in (huge.bad or "") and huge.total() == (0, 0.0)
