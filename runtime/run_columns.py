@@ -146,8 +146,8 @@ def stop_eta(job: JobRecord, now: datetime, usual_s: float | None) -> str:
     ran = node_ran_s(job, now)
     if ran is None:
         return ""
-    if usual_s is None:
-        return f"node ran {age(ran)}, no past runs to judge"
+    if usual_s is None:  # no past runs of it, or not looked up (`swarmkit status`)
+        return f"node ran {age(ran)}"
     left = usual_s - ran
     if left <= 0:
         return f"node ran {age(ran)}, usually ~{age(usual_s)}: any moment"
