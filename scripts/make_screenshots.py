@@ -49,8 +49,8 @@ async def shot(
         assert screen.query_one(RunTable).select(run_id(select))
         if screen.query_one(RunDetail).display:  # hidden on a small terminal
             await until(pilot, lambda: (d := screen.query_one(RunDetail).data) is not None and d.sections and run_id(select)[:8] in d.title, "the detail")
-        if select == "stopping":  # its ETA is read off the poll
-            await until(pilot, lambda: "stops in" in screen.query_one(RunTable).get_cell(run_id(select), "node").plain, "the stop ETA")
+        # The stopping run's ETA is read off the poll; until it is back its node cell is shorter.
+        await until(pilot, lambda: "stops in" in screen.query_one(RunTable).get_cell(run_id("stopping"), "node").plain, "the stop ETA")
         if keys:
             await pilot.press(*keys)
         if wait is not None:
