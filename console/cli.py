@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
+    p.add_argument("--theme", metavar="NAME", help="a Textual theme, e.g. textual-light (default: the last one chosen in the palette)")
     p.add_argument("--version", action="version", version=f"swarmkit-console {version()}")
     return p
 
@@ -88,10 +89,10 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
     return EXIT_OK
 
 
-def run_console(store: str | None, workspace: str | None, *, read_only: bool, poll: float) -> int:
+def run_console(store: str | None, workspace: str | None, *, read_only: bool, poll: float, theme: str | None = None) -> int:
     from .app import make_app
 
-    app = make_app(store, workspace, read_only=read_only, poll_interval=poll)
+    app = make_app(store, workspace, read_only=read_only, poll_interval=poll, theme=theme)
     app.run()
     return EXIT_OK
 
@@ -159,11 +160,22 @@ def main(argv: list[str] | None = None) -> int:
         except STORE_FAULTS as exc:
             err(f"store error: {exc}")
             return EXIT_FAIL
+    if args.theme is not None and (problem := theme_problem(args.theme)):
+        err(problem)
+        return EXIT_USAGE
     problem = probe_store(args.store, args.workspace)
     if problem is not None:
         err(problem)
         return EXIT_USAGE
-    return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll)
+    return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll, theme=args.theme)
+
+
+def theme_problem(name: str) -> str | None:
+    from textual.theme import BUILTIN_THEMES
+
+    if name in BUILTIN_THEMES:
+        return None
+    return f"no theme {plain(name, 40)!r}; the themes are: {', '.join(sorted(BUILTIN_THEMES))}"
 
 
 def probe_store(store_url: str | None, workspace: str | None) -> str | None:

@@ -16,13 +16,15 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from swarmkit.runtime.report import age
+from swarmkit.runtime.run_columns import burn_text
 from swarmkit.runtime.settings import default_actor
 from swarmkit.store import STORE_FAULTS, StoreError
 from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
 from swarmkit.store.records import JobRecord
+from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
 from swarmkit.widgets.run_table import RunRow, RunTable
 from swarmkit.widgets.safe_text import safe
@@ -31,6 +33,7 @@ from swarmkit.widgets.state_counts import StateCounts, StoreSummary
 from .act_commands import ActCommands
 from .act_runner import ActRunner
 from .acting_screen import ActingScreen, problem_text
+from .burn_meter import BurnMeter
 from .config import ConsoleConfig
 from .help_screen import HelpScreen
 from .log_screen import LogScreen
@@ -38,6 +41,7 @@ from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
 from .run_views import clock_time, detail_data, detail_sections, run_row
 from .store_link import StoreLink
+from .usual_durations import UsualDurations
 
 log = logging.getLogger("swarmkit.console")
 
@@ -83,6 +87,8 @@ class MainScreen(ActingScreen):
         self._applied_at: float | None = None  # monotonic time of the last poll applied
         self._unmounted = False
         self._read_only_said = False
+        self.burn = BurnMeter()
+        self.usual = UsualDurations()
 
     # --- layout -----------------------------------------------------------------
 
@@ -94,11 +100,14 @@ class MainScreen(ActingScreen):
         yield RunTable(id="runs")
         yield RunDetail(id="detail")
         yield Static(id="message")
-        yield Footer()
+        yield KeyBar()
 
     def _row_of(self, key: str) -> RunRow | None:
         job = self.jobs.get(key)
-        return run_row(job, self._row_at) if job is not None and self._row_at is not None else None
+        return self._run_row(job, self._row_at) if job is not None and self._row_at is not None else None
+
+    def _run_row(self, job: JobRecord, at: datetime) -> RunRow:
+        return run_row(job, at, self.burn.since(job.id, at), self.usual.usual_s(job))
 
     def on_mount(self) -> None:
         self.query_one(RunTable).row_source = self._row_of
@@ -173,7 +182,8 @@ class MainScreen(ActingScreen):
         # hands back the same record while a run does not change); ages on
         # screen are refreshed through the table's row source.
         self._row_at = snap.at
-        fresh = {j.id: run_row(j, snap.at) for j in snap.jobs if previous.get(j.id) is not j}
+        self.burn.observe(snap.jobs, snap.at)
+        fresh = {j.id: self._run_row(j, snap.at) for j in snap.jobs if previous.get(j.id) is not j}
         table.show([j.id for j in snap.jobs], fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs
@@ -182,6 +192,25 @@ class MainScreen(ActingScreen):
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
+        if wanted := self.usual.wanted(snap.jobs, snap.at):
+            self._read_usual(wanted)
+
+    @work(group="usual")
+    async def _read_usual(self, wanted: dict[tuple[str, str], str]) -> None:
+        """A stopping run's node: how long it usually takes, read off the poll; its row shows the ETA after."""
+        async def read() -> None:
+            store = await self.link.get()
+            async with store.read() as conn:
+                await conn.run_sync(self.usual.read, wanted)
+
+        try:
+            await self.link.shielded(read())
+        except Exception as exc:  # the row shows the node's time without an ETA
+            log.info("reading usual node durations failed: %s", exc)
+            return
+        if self._row_at is not None and not self.closing:
+            stopping = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if (j.flow, j.current_node) in wanted}
+            self.query_one(RunTable).show(list(self.jobs), stopping)
 
     def _empty_words(self) -> str:
         if self.text_filter:
@@ -225,6 +254,7 @@ class MainScreen(ActingScreen):
             counts=snap.counts if snap else {},
             data_age=data_age,
             stale=stale,
+            burn=burn_text(self.burn.total(self.clock())) if snap else "",
             view=self._view_words(),
             read_only=self.read_only,
             clock=self.clock().strftime("%H:%M:%S UTC"),
@@ -291,10 +321,10 @@ class MainScreen(ActingScreen):
         cached = self._sections.get(job.id)
         # A queued run's row does not change when a worker says it cannot load it: look again.
         if cached is not None and cached[0] == job.updated_at and job.status != "queued":
-            detail.show(detail_data(job, self.clock(), cached[1]))
+            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
             return
         if cached is not None:
-            detail.show(detail_data(job, self.clock(), cached[1]))
+            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
         self._detail_key = job.id
         self._detail_dirty = True
         if not self._detail_busy:
@@ -332,7 +362,7 @@ class MainScreen(ActingScreen):
                     self._sections.pop(next(iter(self._sections)))
                 shown = self.jobs.get(key, job)
                 if self.selected is not None and self.selected.id == key:
-                    self.query_one(RunDetail).show(detail_data(shown, self.clock(), sections))
+                    self.query_one(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown)))
         finally:
             self._detail_busy = False
 

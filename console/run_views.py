@@ -12,9 +12,9 @@ from datetime import datetime
 from pathlib import Path
 
 from swarmkit.runtime.control import UNLOADABLE
-from swarmkit.runtime.report import age, node_cell, requested_by, usage_cell
+from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
 from swarmkit.runtime.steps import step_words
-from swarmkit.store import TERMINAL_STATUSES, StoreLocation
+from swarmkit.store import StoreLocation
 from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
 from swarmkit.widgets.log_tail import LogLine
 from swarmkit.widgets.run_detail import DetailSection, RunDetailData
@@ -36,32 +36,17 @@ def stamp(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "-"
 
 
-def in_state_since(job: JobRecord) -> datetime:
-    """When the run entered the state it is shown in."""
-    if job.status in TERMINAL_STATUSES and job.ended_at is not None:
-        return job.ended_at
-    if job.cancel_requested_at is not None and job.status == "running":
-        return job.cancel_requested_at
-    if job.stop_requested_at is not None and job.status == "running":
-        return job.stop_requested_at
-    return job.updated_at
-
-
-def run_row(job: JobRecord, now: datetime) -> RunRow:
+def run_row(job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | None = None, usual_s: float | None = None) -> RunRow:
+    """The widget's row: the shared columns' cells (runtime/run_columns.py), and what they sort on."""
+    view = RunView(job, now, burn_since, usual_s)
     last = job.last_event_at or job.heartbeat_at
     return RunRow(
         key=job.id,
-        short_id=job.short_id,
-        flow=job.flow,
-        status=job.display_status(now),
-        node=node_cell(job),
-        in_state=age((now - in_state_since(job)).total_seconds()),
-        last_work=ago(now, last) if last else "-",
-        requested_by=requested_by(job),
-        usage=usage_cell(job),
+        **cells(view),
         created_at=job.created_at.timestamp(),
         in_state_at=in_state_since(job).timestamp(),
         last_work_at=last.timestamp() if last else 0.0,
+        burn_rate=view.burn or 0.0,
     )
 
 
@@ -104,17 +89,20 @@ def _inputs(raw: str) -> str:
     return str(value)
 
 
-def detail_facts(job: JobRecord, now: datetime) -> tuple[tuple[str, str], ...]:
+def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None) -> tuple[tuple[str, str], ...]:
     shown = job.display_status(now)
     facts: list[tuple[str, str]] = [("run", job.id), ("flow", job.flow + (f"  ({job.flow_path})" if job.flow_path else ""))]
     node = node_cell(job)
-    if job.status == "running":
-        node += f", for {age((now - job.updated_at).total_seconds())}"
+    ran = node_ran_s(job, now)
+    if ran is not None:
+        node += f", for {age(ran)}"
     facts.append(("node", node))
     if job.pending_gate:
         facts.append(("waiting at", f"gate {job.pending_gate}, for a human's approval (`swarmkit approve {job.short_id}`)"))
     if job.stop_requested_at or job.stop_requested_by:
         facts.append(("stop asked", f"by {job.stop_requested_by or '?'} at {stamp(job.stop_requested_at)} ({ago(now, job.stop_requested_at)})"))
+        if job.status == "running" and (eta := stop_eta(job, now, usual_s)):
+            facts.append(("stops", eta + (f" (its node usually takes ~{age(usual_s)})" if usual_s is not None else "")))
     if job.cancel_requested_at or job.cancel_requested_by:
         keep = "kept" if job.cancel_keep else "destroyed"
         facts.append(("cancel asked", f"by {job.cancel_requested_by or '?'} at {stamp(job.cancel_requested_at)} ({ago(now, job.cancel_requested_at)}); workspaces {keep}"))
@@ -174,11 +162,11 @@ def detail_sections(
     )
 
 
-def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ...]) -> RunDetailData:
+def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ...], usual_s: float | None = None) -> RunDetailData:
     return RunDetailData(
         title=f"{job.short_id}  {safe(job.flow, 60)}",
         status=job.display_status(now),
-        facts=detail_facts(job, now),
+        facts=detail_facts(job, now, usual_s),
         sections=sections,
     )
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -41,6 +42,10 @@ STORED_STATUSES = (QUEUED, RUNNING, STOPPED, DEFERRED, LOST, COMPLETED, FAILED, 
 TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, FAULTED, CANCELLED})
 RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
 ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
+
+
+NODE_STARTED, NODE_FINISHED = "node.started", "node.finished"
+NODE_BOUNDS = "kind IN ('node.started', 'node.finished')"
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -78,6 +83,8 @@ class Job(Base):
     __table_args__ = (
         # The lost-run check of every worker and console (migration 0002).
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+        # A flow's newest runs, for a node's usual duration (migration 0004).
+        Index("ix_jobs_flow_created", "flow", "created_at"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -113,6 +120,8 @@ class Job(Base):
     heartbeat_mono: Mapped[float | None] = mapped_column(Float)
     # JSON {module: source} of the flow's callables that are not installed packages.
     flow_modules: Mapped[str | None] = mapped_column(Text)
+    # When the node in flight started (migration 0004): the host sets it at each boundary.
+    node_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Checkpoint(Base):
@@ -130,7 +139,14 @@ class Checkpoint(Base):
 
 class Event(Base):
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_job_id", "job_id", "id"),)
+    __table_args__ = (
+        Index("ix_events_job_id", "job_id", "id"),
+        # Node boundaries only, for a node's usual duration (migration 0004).
+        Index(
+            "ix_events_node_bounds", "job_id", "node", "id",
+            sqlite_where=text(NODE_BOUNDS), postgresql_where=text(NODE_BOUNDS),
+        ),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))

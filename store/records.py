@@ -48,6 +48,7 @@ class JobRecord:
     workspace_root: str | None
     heartbeat_mono: float | None
     flow_modules: str | None
+    node_started_at: datetime | None
 
     @property
     def short_id(self) -> str:

@@ -7,7 +7,7 @@ that run's line only, so a poll that changes nothing costs nothing to paint.
 
 Rows stay put: the table keeps its own order. The default is newest first
 (created desc); the operator picks another (a click on a header, or the keys
-1..8 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
+1..9 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
 change keeps its place; a new run is inserted where the sort puts it, and when
 that is above the cursor the view scrolls with it, so that the run under the
 cursor stays on the same screen line.
@@ -51,15 +51,19 @@ class RunRow:
     last_work: str
     requested_by: str
     usage: str
+    burn: str = ""  # cost per minute, for a running run
     created_at: float = 0.0  # epoch seconds; the default order, newest first
     in_state_at: float = 0.0  # when it entered the state it is shown in
     last_work_at: float = 0.0  # its last sign of work
+    burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
 
     def shown(self) -> tuple[str, ...]:
         return tuple(getattr(self, f) for _, _, f in COLUMNS)
 
 
-# Column key, header, and the RunRow field it shows: the one definition of the run table's columns.
+# Column key, header, and the RunRow field it shows. What each column says is defined once, for
+# `swarmkit status` too, in swarmkit.runtime.run_columns (which widgets may not import): a test
+# holds these headers and fields to it.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("id", "ID", "short_id"),
     ("flow", "FLOW", "flow"),
@@ -69,11 +73,12 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("last_work", "LAST WORK", "last_work"),
     ("requested_by", "REQUESTED BY", "requested_by"),
     ("usage", "USAGE", "usage"),
+    ("burn", "BURN", "burn"),
 )
 _FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
 _COLUMN_INDEX = {col: i for i, (col, _, _) in enumerate(COLUMNS)}
-_LIMITS = {"flow": 32, "node": 32, "requested_by": 32}
-_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at"}
+_LIMITS = {"flow": 32, "node": 64, "requested_by": 32}
+_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate"}
 _STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
 MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
@@ -98,6 +103,8 @@ def sort_value(row: RunRow, column: str | None) -> tuple:
         return (-row.in_state_at, row.key)
     if column == "last_work":
         return (-row.last_work_at, row.key)
+    if column == "burn":
+        return (-row.burn_rate, -row.created_at, row.key)
     return (getattr(row, COLUMNS[_COLUMN_INDEX[column]][2]).casefold(), -row.created_at, row.key)
 
 
@@ -463,6 +470,12 @@ class RunTable(ScrollView, can_focus=True):
         self._strips.clear()
         self._header = None
         self._base = None
+
+    def restyle(self) -> None:
+        """The status looks changed (a new theme): draw every cell again."""
+        self._cells.clear()
+        self._strips.clear()
+        self.refresh()
 
     # --- the cursor -----------------------------------------------------------------
 

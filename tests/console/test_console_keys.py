@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
 from textual.command import CommandPalette
-from textual.widgets import Footer
 
 from swarmkit.console.acts import ACT_BY_ACTION
 from swarmkit.console.acts import ACT_VERBS as ACTS
 from swarmkit.console.app import make_app
 from swarmkit.console.help_screen import HelpScreen
+from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_table import RunTable
 from tests.conftest import write_flow
 
@@ -88,6 +88,6 @@ async def test_palette_offers_the_acts_that_apply_and_runs_them(sqlite_url, work
         shown = [str(o.prompt) for o in app.screen.query("OptionList").first().options]
         assert not [p for p in shown if p.startswith("Stop run")], shown
         await pilot.press("escape")
-        assert screen.query_one(Footer)
+        assert screen.query_one(KeyBar)
     # The app's store was let go of on its own loop when it closed.
     assert screen.link._store is None
