@@ -10,6 +10,7 @@ import signal
 import sys
 
 from swarmkit.runtime import control
+from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.report import clock_warning, runs_table
 from swarmkit.runtime.settings import Settings, version
 from swarmkit.runtime.text import plain
@@ -17,9 +18,7 @@ from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreU
 from swarmkit.store.clock import store_now
 from swarmkit.store.engine import log_to_stderr
 from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
-from swarmkit.store.records import merged_view
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+from swarmkit.store.records import merged_view, run_list
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +35,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
-    p.add_argument("--version", action="version", version=f"swarmkit-console {version()}")
+    p.add_argument("--version", action=_Version, help="print the version and the store schema revision it wants, and exit")
     return p
+
+
+class _Version(argparse.Action):
+    """`--version`: the version and the store schema revision this code wants, as `swarmkit --version` gives them."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from swarmkit.store.schema import head_revision
+
+        print(f"swarmkit-console {version()} (store schema revision {head_revision()})")
+        parser.exit()
 
 
 def build_demo_parser() -> argparse.ArgumentParser:
@@ -69,7 +81,7 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
         stale = store.loc.stale_warning
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
-            doc = {"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}
+            doc = run_list([merged_view(j, wss.get(j.id, []), now) for j in jobs], store=store.loc.display)
             if warning:
                 doc["clock_warning"] = warning
             if stale:
@@ -80,12 +92,12 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
                 err(f"{store.loc.display}: {stale}")
             print(f"store: {plain(store.loc.display)}")
             if warning:
-                print(f"warning: {plain(warning)}")
+                err(f"warning: {warning}")
             # Every line once more through plain(): no column may carry an escape sequence.
             print("\n".join(plain(line) for line in runs_table(jobs, now).split("\n")))
     finally:
         await store.close()
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_console(store: str | None, workspace: str | None, *, read_only: bool, poll: float) -> int:
@@ -93,7 +105,7 @@ def run_console(store: str | None, workspace: str | None, *, read_only: bool, po
 
     app = make_app(store, workspace, read_only=read_only, poll_interval=poll)
     app.run()
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_demo(argv: list[str]) -> int:
@@ -122,7 +134,7 @@ def run_demo(argv: list[str]) -> int:
         f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)",
         flush=True,
     )
-    return EXIT_OK if problem is None else EXIT_FAIL
+    return ExitCode.OK if problem is None else ExitCode.FAILED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,31 +150,31 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.json and not args.once:
         print("swarmkit-console: --json goes with --once", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.poll <= 0:
         print("swarmkit-console: --poll must be more than zero seconds", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         resolve_store(args.store, args.workspace)
     except StoreUrlError as exc:
         err(str(exc))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.once:
         try:
             return asyncio.run(dump_once(args.store, args.workspace, args.json))
         except NoStoreError as exc:
             err(str(exc))
-            return EXIT_USAGE
+            return ExitCode.USAGE
         except StoreError as exc:
             err(str(exc))
-            return EXIT_FAIL
+            return ExitCode.FAILED
         except STORE_FAULTS as exc:
             err(f"store error: {exc}")
-            return EXIT_FAIL
+            return ExitCode.FAILED
     problem = probe_store(args.store, args.workspace)
     if problem is not None:
         err(problem)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll)
 
 

@@ -91,15 +91,26 @@ def run_rows(jobs: list[JobRecord], now: datetime) -> list[tuple[str, ...]]:
     return rows
 
 
+def pad(text: str, cells: int) -> str:
+    """`text` padded to `cells` terminal cells: a CJK character or an emoji takes two, so `str.ljust` would misalign."""
+    from rich.cells import cell_len
+
+    return text + " " * max(0, cells - cell_len(text))
+
+
 def format_table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [len(h) for h in headers]
+    """Columns two cells apart, measured in terminal cells (rich.cells), not in characters."""
+    from rich.cells import cell_len
+
+    widths = [cell_len(h) for h in headers]
     for row in rows:
         for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
-    for row in rows:
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-    return "\n".join(lines)
+            widths[i] = max(widths[i], cell_len(cell))
+    return "\n".join(format_row(r, widths) for r in (headers, *rows))
+
+
+def format_row(row: tuple[str, ...], widths: list[int]) -> str:
+    return "  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip()
 
 
 def runs_table(jobs: list[JobRecord], now: datetime) -> str:

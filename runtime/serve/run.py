@@ -20,10 +20,9 @@ import uvicorn
 
 from swarmkit.store import Store
 
-from ..control import DONE as EXIT_OK
-from ..control import REFUSED as EXIT_FAIL
 from ..echo import Echo
 from ..errors import UsageError
+from ..exit_code import ExitCode
 from ..text import plain_lines
 from ..worker import Worker
 from .app import make_app
@@ -108,13 +107,13 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
                 worker.drain()
             if hosting:
                 await hosting
-            return EXIT_FAIL
+            return ExitCode.FAILED
         except asyncio.CancelledError:
             echo("swarmkit serve: left its runs; they become lost after the lease and can be resumed.")
             if hosting:
                 hosting.cancel()
             echo.flush()
-            return EXIT_OK
+            return ExitCode.OK
         finally:
             announce.cancel()
         try:
@@ -125,7 +124,7 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
         except asyncio.CancelledError:
             echo("swarmkit serve: left its runs; they become lost after the lease and can be resumed.")
         echo.flush()
-        return EXIT_OK
+        return ExitCode.OK
 
     return await with_store(args, go)
 
