@@ -8,7 +8,6 @@ executor: `swarmkit --help` and a usage error cost only Python's start-up.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from collections.abc import Callable, Coroutine
@@ -105,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
+    import asyncio
+
     from swarmkit.store import STORE_FAULTS, NoStoreError, StoreError, StoreUrlError
 
     from ..echo import say

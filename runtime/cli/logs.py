@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -103,6 +102,8 @@ def _print(events: list[EventRecord], line: EventLines) -> None:
 
 
 async def _follow(store: Store, args, job_id: str, short_id: str, after: int, line: EventLines, cutoff) -> int:
+    import asyncio
+
     from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
     from swarmkit.store.models import QUEUED, RUNNING
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -34,6 +33,8 @@ def add_parsers(sub) -> None:
 
 
 async def host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
+    import asyncio
+
     from swarmkit.store import STORE_FAULTS, StoreReplaced, masked
     from swarmkit.store.queries import get_job, workspaces_for
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from datetime import datetime
@@ -189,6 +188,8 @@ def _signature(job: JobRecord, now: datetime) -> tuple:
 
 async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], headers: tuple[str, ...]) -> int:
     """Like `kubectl get -w`: after the list, one line for each run that changed, as it changes, until Ctrl-C."""
+    import asyncio
+
     from rich.cells import cell_len
 
     from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient

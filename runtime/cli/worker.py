@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,8 @@ def add_parsers(sub) -> None:
 async def cmd_worker(args) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    import asyncio
+
     from ..echo import Echo
     from ..worker import Worker
 
