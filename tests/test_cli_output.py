@@ -138,3 +138,18 @@ def test_table_columns_align_in_terminal_cells(cli: Cli, flow_name: str):
         return cell_len(line[:at])
 
     assert len({status_column(line) for line in lines}) == 1, "\n".join(lines)
+
+
+def test_json_lines_of_logs_and_audit_carry_no_control_or_bidi_character(cli: Cli):
+    flow = write_flow(cli.workspace, "noisy", r"""
+        name = "noisy"
+        [[agents]]
+        name = "a"
+        command = '''printf '\033[31mred \302\233 \342\200\256 end\n' '''
+    """)
+    short = cli.call("run", str(flow), str(cli.workspace), check=True).stdout.split()[0]
+    for argv in (("logs", short, "-o", "json"), ("audit", short, "-o", "json"), ("logs", short, "--timestamps"), ("audit", short)):
+        out = cli.call(*argv, str(cli.workspace), check=True).stdout
+        assert not [c for c in out if (ord(c) < 0x20 and c not in "\n") or 0x7F <= ord(c) <= 0x9F or c in "\u202e\u2066"], (argv, out)
+    texts = [json.loads(line)["text"] for line in cli.call("logs", short, "-o", "json", str(cli.workspace), check=True).stdout.splitlines()]
+    assert "\x1b[31mred \x9b \u202e end" in texts, "the JSON keeps the text exactly, escaped"

@@ -77,7 +77,7 @@ async def cmd_audit(args) -> int:
                 break
             after = rows[-1].id
         if args.output == "json":
-            print(json.dumps({"schema": AUDIT_SCHEMA, "audit": [audit_view(e) for e in entries]}, indent=2, sort_keys=True, ensure_ascii=False))
+            print(json.dumps({"schema": AUDIT_SCHEMA, "audit": [audit_view(e) for e in entries]}, indent=2, sort_keys=True))
             return ExitCode.OK
         if not entries:
             print("no acts recorded" + (f" for {run_ref}" if run_ref else ""))

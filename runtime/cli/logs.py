@@ -49,8 +49,8 @@ class EventLines:
         from ..text import plain
 
         if self.output == "json":
-            # json.dumps escapes every control character: the line stays inert text.
-            return json.dumps(event_view(ev), ensure_ascii=False)
+            # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
+            return json.dumps(event_view(ev))
         t = rfc3339(ev.at) + " " if self.timestamps else ""
         if ev.kind == "log":
             return f"{t}{plain(ev.node or '-', 20)} | {plain(ev.text)}"

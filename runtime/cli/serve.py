@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..log_lines import add_log_format
 from .common import add_store, add_workspace, verb, with_store
 
 
@@ -21,6 +22,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-host", action="store_true", help="serve the API only; workers elsewhere host the runs")
     p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")
     p.add_argument("--insecure", action="store_true", help="allow listening beyond loopback with no token configured")
+    add_log_format(p)
 
 
 async def cmd_serve(args) -> int:

@@ -6,8 +6,8 @@ import signal
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..log_lines import LogLines, add_log_format
 from .common import ExitCode, add_store, add_workspace, verb, with_store
-from .log_lines import LogLines, add_log_format
 
 if TYPE_CHECKING:
     from swarmkit.store import Store

@@ -35,9 +35,9 @@ class LogLines:
 
     def __call__(self, message: str, level: str = "info") -> str:
         if self.fmt == "json":
-            # json.dumps escapes every control character: the line stays inert text.
-            return json.dumps({"at": utc_stamp(), "level": level, "logger": self.logger, "msg": message}, ensure_ascii=False)
-        from ..text import plain_lines
+            # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
+            return json.dumps({"at": utc_stamp(), "level": level, "logger": self.logger, "msg": message})
+        from .text import plain_lines
 
         stamp = utc_stamp()
         return "\n".join(f"{stamp} {line}" for line in plain_lines(message).split("\n"))
@@ -51,7 +51,7 @@ class LogLines:
         class _Formatter(MaskedFormatter):
             def format(self, record: logging.LogRecord) -> str:
                 if fmt == "json":
-                    return json.dumps({"at": utc_stamp(datetime.fromtimestamp(record.created, UTC)), "level": record.levelname.lower(), "logger": record.name, "msg": self._masked(record)}, ensure_ascii=False)
+                    return json.dumps({"at": utc_stamp(datetime.fromtimestamp(record.created, UTC)), "level": record.levelname.lower(), "logger": record.name, "msg": self._masked(record)})
                 return f"{utc_stamp(datetime.fromtimestamp(record.created, UTC))} {super().format(record)}"
 
             def _masked(self, record: logging.LogRecord) -> str:
