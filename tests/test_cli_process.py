@@ -86,7 +86,8 @@ def test_status_watch_prints_each_change_until_interrupted(cli: Cli):
         command = "true"
     """)
     rid = cli.run("run", "--detach", str(flow), str(cli.workspace), check=True).stdout.strip()
-    watch = cli.start("status", "-w", str(cli.workspace))
+    # Filtered to queued runs: a watched run is still told about when it changes out of the filter.
+    watch = cli.start("status", "-w", "--status", "queued", str(cli.workspace))
     try:
         header = watch.stdout.readline()
         first = watch.stdout.readline()

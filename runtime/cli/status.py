@@ -141,7 +141,8 @@ async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> i
     return ExitCode.OK
 
 
-async def _read(store: Store, args, with_workspaces: bool):
+async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] = frozenset()):
+    """The runs the filters keep, and those named in `also` whatever they are now (a watched run that left the filter)."""
     from swarmkit.store.clock import store_now
     from swarmkit.store.queries import list_jobs, workspaces_for
 
@@ -150,7 +151,7 @@ async def _read(store: Store, args, with_workspaces: bool):
     # A filter looks at every ended run: `--status completed` means all of them, not the last 50.
     limit = 10**9 if args.all or keep.active else 50
     async with store.read() as conn:
-        jobs = [j for j in await conn.run_sync(lambda c: list_jobs(c, ended_limit=limit)) if keep(j, now)]
+        jobs = [j for j in await conn.run_sync(lambda c: list_jobs(c, ended_limit=limit)) if keep(j, now) or j.id in also]
         wss = await conn.run_sync(workspaces_for, [j.id for j in jobs]) if with_workspaces else {}
     return jobs, wss, now
 
@@ -209,7 +210,8 @@ async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], hea
         await asyncio.sleep(WATCH_POLL_S)
         try:
             await control.mark_lost(store, lease_s)
-            jobs, wss, now = await _read(store, args, args.output == "json")
+            # A run watched since it matched is told about when it changes out of the filter too.
+            jobs, wss, now = await _read(store, args, args.output == "json", frozenset(seen))
         except STORE_FAULTS as exc:
             if not is_transient(exc):
                 raise
