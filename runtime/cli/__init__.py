@@ -67,10 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _commands(parser: argparse.ArgumentParser) -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
-    async def completion_cmd(args) -> int:
-        return completion.cmd_completion(args, parser)
-
+def _commands() -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
     return {
         "run": run.cmd_run,
         "worker": worker.cmd_worker,
@@ -80,7 +77,6 @@ def _commands(parser: argparse.ArgumentParser) -> dict[str, Callable[[Any], Coro
         "audit": audit.cmd_audit,
         "db": db.cmd_db,
         "serve": serve.cmd_serve,
-        "completion": completion_cmd,
     }
 
 
@@ -96,11 +92,13 @@ def main(argv: list[str] | None = None) -> int:
             args.workspace = extra[0]
         else:
             parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")
-    if args.verb != "completion":
-        from swarmkit.store.engine import log_to_stderr
+    if args.verb == "completion":
+        # Written from the parser alone: no store, no event loop, no SQLAlchemy.
+        return completion.cmd_completion(args, parser)
+    from swarmkit.store.engine import log_to_stderr
 
-        log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
-    return _run(_commands(parser)[args.verb], args)
+    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
+    return _run(_commands()[args.verb], args)
 
 
 def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
