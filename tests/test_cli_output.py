@@ -153,3 +153,29 @@ def test_json_lines_of_logs_and_audit_carry_no_control_or_bidi_character(cli: Cl
         assert not [c for c in out if (ord(c) < 0x20 and c not in "\n") or 0x7F <= ord(c) <= 0x9F or c in "\u202e\u2066"], (argv, out)
     texts = [json.loads(line)["text"] for line in cli.call("logs", short, "-o", "json", str(cli.workspace), check=True).stdout.splitlines()]
     assert "\x1b[31mred \x9b \u202e end" in texts, "the JSON keeps the text exactly, escaped"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_what_swarmkit_logs_follows_the_log_format_with_passwords_masked(fmt: str):
+    import io
+    import logging
+
+    from swarmkit.runtime.log_lines import LogLines
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        LogLines(fmt).install()
+        logging.getLogger("swarmkit.worker").warning("worker poll failed: postgresql://ops:hunter2@db/swarmkit refused")
+    finally:
+        root.removeHandler(handler)
+    line = stream.getvalue().strip()
+    assert "hunter2" not in line and "refused" in line
+    if fmt == "json":
+        doc = json.loads(line)
+        assert doc["level"] == "warning" and doc["logger"] == "swarmkit.worker" and doc["at"].endswith("Z")
+    else:
+        stamp, rest = line.split(" ", 1)
+        assert stamp.endswith("Z") and rest.startswith("swarmkit: swarmkit.worker: worker poll failed")
