@@ -12,8 +12,9 @@ import sys
 from swarmkit.runtime import control
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.report import clock_warning, runs_table
-from swarmkit.runtime.settings import Settings, version
+from swarmkit.runtime.settings import Settings
 from swarmkit.runtime.text import plain
+from swarmkit.runtime.version_action import VersionAction
 from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, masked, resolve_store
 from swarmkit.store.clock import store_now
 from swarmkit.store.engine import log_to_stderr
@@ -35,21 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
-    p.add_argument("--version", action=_Version, help="print the version and the store schema revision it wants, and exit")
+    p.add_argument("--version", action=VersionAction)
     return p
-
-
-class _Version(argparse.Action):
-    """`--version`: the version and the store schema revision this code wants, as `swarmkit --version` gives them."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        from swarmkit.store.schema import head_revision
-
-        print(f"swarmkit-console {version()} (store schema revision {head_revision()})")
-        parser.exit()
 
 
 def build_demo_parser() -> argparse.ArgumentParser:

@@ -13,35 +13,13 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from ..version_action import VersionAction
 from . import acts, audit, completion, db, logs, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
 
 __all__ = ["ExitCode", "build_parser", "main"]
 
 VERB_MODULES = (run, worker, acts, logs, status, audit, db, serve, completion)
-
-
-def version_text() -> str:
-    """The version, and the store schema revision this code wants (what `swarmkit db status` compares with)."""
-    from swarmkit.store.schema import head_revision
-
-    from ..settings import version
-
-    return f"{PROG} {version()} (store schema revision {head_revision()})"
-
-
-class _Version(argparse.Action):
-    """`--version`, worked out only when asked: the schema revision is not read for any other use."""
-
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help="print the version and the store schema revision it wants, and exit"):
-        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(self.text())
-        parser.exit()
-
-    def text(self) -> str:
-        return version_text()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action=_Version)
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     for module in VERB_MODULES:
