@@ -130,9 +130,29 @@ def test_a_real_bash_sources_the_completion_and_completes(tmp_path: Path):
     assert set(out["outputs"].split()) == {"table", "wide", "name", "json"}
     assert set(out["options"].split()) == {"--tail", "--timestamps"}
     assert set(out["db"].split()) == {"status", "upgrade"}
-    for shell in ("zsh", "fish"):
-        other = subprocess.run(_argv("completion", shell), capture_output=True, text=True, timeout=60, env=child_env())
-        assert other.returncode == 0 and "swarmkit" in other.stdout and "status" in other.stdout
+
+
+# zsh runs the bash function through bashcompinit, whose compgen is sh-emulated (0-based arrays).
+ZSH_PROBE = 'source {script}; setopt ksharrays; COMP_WORDS=(swarmkit status -o ""); COMP_CWORD=3; _swarmkit; echo "${{COMPREPLY[*]}}"'
+FISH_PROBE = 'source {script}; and complete -C"swarmkit status -o "; and complete -C"swarmkit db "'
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_load_their_completion_and_complete(shell: str, tmp_path: Path):
+    made = subprocess.run(_argv("completion", shell), capture_output=True, text=True, timeout=60, env=child_env())
+    assert made.returncode == 0 and made.stderr == "" and "swarmkit" in made.stdout
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell} here (apt-get install {shell}); the script was made")
+    script = tmp_path / f"swarmkit.{shell}"
+    script.write_text(made.stdout)
+    probe = (ZSH_PROBE if shell == "zsh" else FISH_PROBE).format(script=script)
+    ran = subprocess.run([shell, "-f" if shell == "zsh" else "--no-config", "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    # fish prints `value<TAB>description` a line; zsh the words.
+    words = {line.split("\t")[0] for line in ran.stdout.splitlines() if line} if shell == "fish" else set(ran.stdout.split())
+    assert {"table", "wide", "name", "json"} <= words
+    if shell == "fish":
+        assert {"status", "upgrade"} <= words and "swarmkit.fish" not in words, "a value, not a file name"
 
 
 def test_worker_lines_carry_their_time_and_json_on_request(cli: Cli):

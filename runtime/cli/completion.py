@@ -162,8 +162,8 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
                     parts.append(f"-l {f[2:]}" if f.startswith("--") else f"-s {f[1:]}")
                 choices = o.choices or (_statuses() if "--status" in o.flags else [])
                 if o.takes_value:
-                    parts.append("-r")
-                    parts.append(f"-a {_fish_quote(' '.join(choices))}" if choices else "-F")
+                    # -x: one of these values, never a file name; -r -F: a value that may be a path.
+                    parts.append(f"-x -a {_fish_quote(' '.join(choices))}" if choices else "-r -F")
                 parts.append(f"-d {_fish_quote(o.help)}")
                 lines.append(" ".join(parts))
     lines.append(f"# verbs: {names}")
