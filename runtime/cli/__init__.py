@@ -107,6 +107,10 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
         say("", sys.stdout)
         return ExitCode.OK
     except STORE_FAULTS as exc:
+        import logging
+
+        # The traceback, for SWARMKIT_LOG=DEBUG; the operator reads one line.
+        logging.getLogger("swarmkit.cli").debug("store fault", exc_info=True)
         err(describe_store_fault(exc, args))
         return ExitCode.FAILED
     except KeyboardInterrupt:

@@ -64,28 +64,48 @@ async def cmd_logs(args) -> int:
 
     if args.tail is not None and args.tail < 0:
         raise UsageError("--tail must be 0 or more")
+    # Imported before the store is opened: its connection is not left idle meanwhile.
+    from swarmkit.store.clock import store_now
+    from swarmkit.store.queries import events_before
+
+    from .. import control
 
     async def go(store: Store) -> int:
-        from swarmkit.store.clock import store_now
-        from swarmkit.store.queries import events_before
-
-        from .. import control
-
-        job = await control.resolve_run(store, args.run_id)
+        job = await _riding_out(args, store, lambda: control.resolve_run(store, args.run_id))
         line = EventLines(args.output, args.timestamps)
         cutoff = store_now() - args.since if args.since else None
         after = 0
         if args.tail is not None:
             # The last N: one indexed read of the newest events, however long the log.
-            tail = await store.run_read(lambda c: events_before(c, job.id, None, args.tail)) if args.tail else []
+            tail = await _riding_out(args, store, lambda: store.run_read(lambda c: events_before(c, job.id, None, args.tail))) if args.tail else []
             _print([e for e in tail if cutoff is None or e.at >= cutoff], line)
             if tail:
                 after = tail[-1].id
             else:
-                after = await _last_id(store, job.id)
+                after = await _riding_out(args, store, lambda: _last_id(store, job.id))
         return await _follow(store, args, job.id, job.short_id, after, line, cutoff)
 
     return await with_store(args, go)
+
+
+async def _riding_out(args, store: Store, read):
+    """`read()`, again after a transient fault when following (-f rides out a store that is away); once otherwise."""
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
+
+    delay, said = 0.3, False
+    while True:
+        try:
+            return await read()
+        except STORE_FAULTS as exc:
+            if not args.follow or not is_transient(exc):
+                raise
+            if not said:
+                err(f"lost the store ({describe_db_error(exc, store.loc)}); trying again")
+                said = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 async def _last_id(store: Store, job_id: str) -> int:
