@@ -41,6 +41,7 @@ from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers
 from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, RunNotFound
+from .exit_code import ExitCode
 from .flow import Flow
 from .flow_modules import collect_modules, encode_modules, missing_for_row
 from .settings import Settings, default_actor, host_name
@@ -48,7 +49,8 @@ from .steps import step_words
 from .workspaces import carry_out, decide
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
-DONE, REFUSED, USAGE = 0, 1, 2
+# The exit codes the CLI gives for an act's result: the one ExitCode list.
+DONE, REFUSED, USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 _RETRIES = 20
 UNLOADABLE = "run.unloadable"
 # How many runs a worker cannot load it looks past, at most, to find one it can.

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .run_columns import age, node_cell, requested_by, runs_table, usage_cell
+from .run_columns import HEADERS, age, cell_width, format_row, format_table, node_cell, requested_by, run_rows, runs_table, usage_cell
 from .text import plain
 
 # The run table's columns and their cells live in run_columns.py, shared with the console.
-__all__ = ["age", "clock_warning", "node_cell", "requested_by", "runs_table", "usage_cell"]
+__all__ = ["HEADERS", "age", "cell_width", "clock_warning", "format_row", "format_table", "node_cell", "requested_by", "run_rows", "runs_table", "usage_cell"]
 
 
 def clock_warning(skewed: list[tuple[str, float]]) -> str | None:

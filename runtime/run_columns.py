@@ -246,12 +246,26 @@ def cells(view: RunView) -> dict[str, str]:
     return out
 
 
+HEADERS: tuple[str, ...] = tuple(c.header for c in COLUMNS)
+
+
+def run_rows(jobs: Sequence[JobRecord], now: datetime) -> list[tuple[str, ...]]:
+    """Each run's cells in the columns' order."""
+    return [tuple(row[c.key] for c in COLUMNS) for row in (cells(RunView(job, now)) for job in jobs)]
+
+
+def format_row(row: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip()
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns two cells apart, measured in terminal cells."""
+    widths = [max([cell_width(h)] + [cell_width(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    return "\n".join(format_row(r, widths) for r in (headers, *rows))
+
+
 def runs_table(jobs: Sequence[JobRecord], now: datetime) -> str:
     """The runs as `swarmkit status` prints them: the columns, aligned in terminal cells."""
     if not jobs:
         return "no runs"
-    rows = [[cells(RunView(job, now))[c.key] for c in COLUMNS] for job in jobs]
-    widths = [max([cell_width(c.header)] + [cell_width(r[i]) for r in rows]) for i, c in enumerate(COLUMNS)]
-    lines = ["  ".join(pad(c.header, widths[i]) for i, c in enumerate(COLUMNS)).rstrip()]
-    lines += ["  ".join(pad(cell, widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
-    return "\n".join(lines)
+    return format_table(HEADERS, run_rows(jobs, now))

@@ -50,7 +50,7 @@ def test_stopped_is_distinct_in_the_row_and_every_surface(cli: Cli, tmp_path: Pa
     for status, short in ids.items():
         assert job(cli.store_url, cli.workspace, short).status == status
     listing = json.loads(cli.call("status", "--json", check=True).stdout)
-    by_short = {v["short_id"]: v for v in listing}
+    by_short = {v["short_id"]: v for v in listing["runs"]}
     for status, short in ids.items():
         assert by_short[short]["status"] == status
         assert by_short[short]["display_status"] == status
@@ -79,7 +79,7 @@ def test_every_jobs_column_is_reachable_in_the_merged_view(cli: Cli, tmp_path: P
     listing = json.loads(cli.call("status", "--json", check=True).stdout)
     dump = json.loads(console_once(cli, "--json"))
     assert dump["schema"] == 1 and dump["store"]
-    for view in (one, listing[0], dump["runs"][0]):
+    for view in (one, listing["runs"][0], dump["runs"][0]):
         missing = [c for c in JOB_COLUMNS if c not in view]
         assert not missing, f"columns missing from the merged view: {missing}"
         assert "display_status" in view and isinstance(view["workspaces"], list)
@@ -302,7 +302,7 @@ def test_malformed_flows_are_refused_before_any_run_exists(cli: Cli, tmp_path: P
     assert res.returncode == 2 and "expected key=value" in res.stderr
     # Refused before anything was written: no run, and no store made for one.
     looked = cli.call("status", "--json")
-    assert (looked.returncode == 2 and "no store at" in looked.stderr) or json.loads(looked.stdout) == [], looked.stderr
+    assert (looked.returncode == 2 and "no store at" in looked.stderr) or json.loads(looked.stdout)["runs"] == [], looked.stderr
 
 
 def test_command_agents_see_their_environment_and_inputs(cli: Cli, tmp_path: Path):
