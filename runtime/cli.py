@@ -67,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         p.add_argument("run_id", metavar="RUN_ID")
         p.add_argument("workspace", nargs="?")
+        if verb == "stop":
+            p.add_argument("--now", action="store_true", help="interrupt the node in flight and park the run before it (that node's work is lost; it runs again on resume)")
 
     p = sub.add_parser("cancel", help="end a run for good (destroys its workspaces unless --keep)")
     _common(p)
@@ -140,7 +142,7 @@ async def _sweep(store: Store) -> None:
 async def cmd_act(args) -> int:
     async def go(store: Store) -> int:
         if args.verb == "stop":
-            res = await control.stop(store, args.run_id)
+            res = await control.stop(store, args.run_id, now=args.now)
         elif args.verb == "cancel":
             res = await control.cancel(store, args.run_id, keep=args.keep)
         elif args.verb == "approve":

@@ -176,51 +176,71 @@ async def submit(
 # --- stop -----------------------------------------------------------------
 
 
-async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult:
+NOW_LOSES = "The node's work in flight is lost: it runs again from its start on resume."
+
+
+async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = False) -> ActResult:
+    """Stop a run at its next agent boundary; with `now`, its host interrupts the node in flight
+    (the cancel's escalation) and parks the run at the boundary before that node."""
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     for _ in range(_RETRIES):
         sid = job.short_id
-        now = store_now()
+        at = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
-            if job.stop_requested_at is not None:
+            pending = job.stop_requested_at is not None
+            if pending and (job.stop_now or not now):
+                how = "its host is interrupting the node in flight" if job.stop_now else "it will stop at the next agent boundary"
                 return ActResult(
                     DONE, False,
-                    f"stop already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — "
-                    "it will stop at the next agent boundary.",
+                    f"stop{' --now' if job.stop_now else ''} already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — {how}.",
                     job,
                     already=True,
                 )
+            # A plain stop not yet taken may be made a stop --now; it keeps who asked first and when.
+            cond = [jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.cancel_requested_at.is_(None)]
+            values: dict[str, Any] = dict(updated_at=at, stop_now=now)
+            if pending:
+                cond += [jobs.c.stop_requested_at.is_not(None), jobs.c.stop_now.is_not(True)]
+            else:
+                cond.append(jobs.c.stop_requested_at.is_(None))
+                values.update(stop_requested_at=at, stop_requested_by=actor)
             async with store.write() as conn:
-                res = await conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.stop_requested_at.is_(None), jobs.c.cancel_requested_at.is_(None))
-                    .values(stop_requested_at=now, stop_requested_by=actor, updated_at=now)
-                )
+                res = await conn.execute(update(jobs).where(*cond).values(**values))
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": job.current_node, "step": job.step}, at=now)
-                    await record_event(conn, job.id, "run.stop_requested", f"stop requested by {actor}", node=job.current_node, at=now)
+                    detail: dict[str, Any] = {"node": job.current_node, "step": job.step}
+                    if now:
+                        detail["now"] = True
+                    await record_audit(conn, actor, "run.stop_requested", job.id, detail, at=at)
+                    text = f"stop --now requested by {actor}: interrupting {job.current_node or 'the node in flight'}" if now else f"stop requested by {actor}"
+                    await record_event(conn, job.id, "run.stop_requested", text, node=job.current_node, at=at)
             if res.rowcount == 1:
-                node = f" ({job.current_node} is in flight)" if job.current_node else ""
-                return ActResult(
-                    DONE, True,
-                    f"stop requested for {sid} — it will stop at the next agent boundary{node}.\n"
-                    "Runs mid-call (a harness session, a slow tool) finish that call first.",
-                    await _reload(store, job.id),
-                )
+                if now:
+                    node = job.current_node or "the node in flight"
+                    message = (
+                        f"stop --now requested for {sid} — its host will interrupt {node} within seconds and park the run stopped before it.\n"
+                        + NOW_LOSES
+                    )
+                else:
+                    node = f" ({job.current_node} is in flight)" if job.current_node else ""
+                    message = (
+                        f"stop requested for {sid} — it will stop at the next agent boundary{node}.\n"
+                        "Runs mid-call (a harness session, a slow tool) finish that call first."
+                    )
+                return ActResult(DONE, True, message, await _reload(store, job.id))
         elif job.status == QUEUED:
             async with store.write() as conn:
                 res = await conn.execute(
                     update(jobs)
                     .where(jobs.c.id == job.id, jobs.c.status == QUEUED, jobs.c.epoch == job.epoch)
-                    .values(status=STOPPED, stop_requested_at=now, stop_requested_by=actor, updated_at=now)
+                    .values(status=STOPPED, stop_requested_at=at, stop_requested_by=actor, stop_now=False, updated_at=at)
                 )
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": job.step}, at=now)
-                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": job.step}, at=now)
-                    await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=now)
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": job.step, **({"now": True} if now else {})}, at=at)
+                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": job.step}, at=at)
+                    await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=at)
             if res.rowcount == 1:
                 return ActResult(DONE, True, f"{sid} was queued; stopped at once (no agent ran since it was queued). Resume it with `swarmkit resume {sid}`.", await _reload(store, job.id))
         elif job.status == STOPPED:
@@ -240,6 +260,7 @@ def _resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
     values: dict[str, Any] = dict(
         stop_requested_at=None,
         stop_requested_by=None,
+        stop_now=False,
         pending_gate=None,
         ended_at=None,
         error=None,

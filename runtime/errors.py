@@ -23,9 +23,12 @@ class GateDeferredError(HITLDeferredError):
 class RunStoppedError(HITLDeferredError):
     """A human asked this run to stop. Checkpointed and resumable, like any deferral."""
 
-    def __init__(self, node: str, step: int, requested_by: str | None = None):
+    def __init__(self, node: str, step: int, requested_by: str | None = None, *, now: bool = False, interrupted: bool = False):
         super().__init__(node, step, f"stopped before {node} (requested by {requested_by or 'unknown'})")
         self.requested_by = requested_by
+        # A stop --now; `interrupted`: the node was interrupted in flight (it runs again from its start).
+        self.now = now
+        self.interrupted = interrupted
 
 
 class RunCancelledError(Exception):

@@ -67,6 +67,7 @@ class Flags:
     cancel_requested_by: str | None
     cancel_keep: bool
     approved_step: int | None
+    stop_now: bool | None = False
 
 
 _FLAG_COLS = (
@@ -78,6 +79,7 @@ _FLAG_COLS = (
     jobs.c.cancel_requested_by,
     jobs.c.cancel_keep,
     jobs.c.approved_step,
+    jobs.c.stop_now,
 )
 
 
@@ -291,6 +293,8 @@ class RunHost:
         self.on_line = on_line  # lets `swarmkit run` echo what the run prints
         self.sink = EventSink(self)
         self._stop_latched: str | None = None
+        # A stop --now heard by the heartbeat (who asked): the node in flight is interrupted.
+        self._stop_now_by: str | None = None
         self._cancel: Flags | None = None
         self._fenced = False
         self._warned: set[str] = set()
@@ -455,9 +459,17 @@ class RunHost:
                 self.warn_once(fault, f"heartbeat failed: {fault}")
                 continue
             self._renewed(stamped[0])
-            if flags.cancel_requested_at is not None and self._cancel is None:
-                self._cancel = flags
-                self._interrupt_node()
+            self._heard(flags)
+
+    def _heard(self, flags: Flags) -> None:
+        """What a heartbeat read: a cancel or a stop --now interrupts the node in flight."""
+        if flags.cancel_requested_at is not None and self._cancel is None:
+            self._cancel = flags
+            self._interrupt_node()
+        elif flags.stop_requested_at is not None and flags.stop_now and self._stop_now_by is None:
+            self._stop_now_by = flags.stop_requested_by or "unknown"
+            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
+            self._interrupt_node()
 
     # --- the node boundary ---------------------------------------------------
 
@@ -468,9 +480,10 @@ class RunHost:
             raise RunCancelledError(self.job_id)
         if flags.stop_requested_at is not None and self._stop_latched is None:
             self._stop_latched = flags.stop_requested_by or "unknown"
-            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
+            if self._stop_now_by is None:  # a stop --now was measured when the heartbeat heard it
+                host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
         if self._stop_latched is not None:
-            raise RunStoppedError(agent.name, step, self._stop_latched)
+            raise RunStoppedError(agent.name, step, self._stop_latched, now=bool(flags.stop_now) or self._stop_now_by is not None)
         if self._park_by is not None:
             raise RunParkedError(agent.name, step, self._park_by)
         if agent.approve and flags.approved_step != step:
@@ -588,8 +601,8 @@ class RunHost:
                 coro = run_sync_call(agent, ctx, self.calls, hooks)
         self._node_task = task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
         self._node_agent, self._node_in_process, self._escalation = agent, in_process, None
-        if self._cancel is not None or self._fenced:
-            # The heartbeat saw a cancel (or lost our epoch) while the node was being set up.
+        if self._cancel is not None or self._fenced or self._stop_now_by is not None:
+            # The heartbeat saw a cancel or a stop --now (or lost our epoch) while the node was being set up.
             self._interrupt_node()
         try:
             await asyncio.wait({task})
@@ -617,6 +630,10 @@ class RunHost:
         if task.cancelled():
             if self._cancel is not None:
                 raise RunCancelledError(self.job_id)
+            if self._stop_now_by is not None:
+                # Parked at the boundary before this node: its work in flight is lost, it runs again on resume.
+                self._stop_latched = self._stop_latched or self._stop_now_by
+                raise RunStoppedError(agent.name, step, self._stop_latched, now=True, interrupted=True)
             raise asyncio.CancelledError()
         return task.result()
 
@@ -745,9 +762,15 @@ class RunHost:
                     raise FencedError(self.job_id)
                 boundary = f"before {exc.node} ({exc.step + 1}/{self.flow.steps})"
                 if stopped:
-                    actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
-                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
-                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": exc.step}, at=now)
+                    assert isinstance(exc, RunStoppedError)
+                    actor = exc.requested_by or "unknown"
+                    detail: dict[str, Any] = {"boundary": exc.node, "step": exc.step}
+                    how = ""
+                    if exc.now:
+                        detail.update(now=True, interrupted=exc.node if exc.interrupted else None)
+                        how = f" (stop --now: {exc.node} was interrupted and runs again from its start on resume)" if exc.interrupted else " (stop --now, taken at the boundary)"
+                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}{how}; requested by {actor}", node=exc.node, step=exc.step, at=now)
+                    await record_audit(conn, actor, "run.stopped", self.job_id, detail, at=now)
                 elif parked:
                     by = exc.parked_by  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.parked", f"parked {boundary} by {by}: back in the queue for any worker", node=exc.node, step=exc.step, at=now)

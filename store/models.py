@@ -113,6 +113,8 @@ class Job(Base):
     heartbeat_mono: Mapped[float | None] = mapped_column(Float)
     # JSON {module: source} of the flow's callables that are not installed packages.
     flow_modules: Mapped[str | None] = mapped_column(Text)
+    # The stop asked for interrupts the node in flight (migration 0004); None on older rows is False.
+    stop_now: Mapped[bool | None] = mapped_column(Boolean, default=False)
 
 
 class Checkpoint(Base):
@@ -126,6 +128,8 @@ class Checkpoint(Base):
     state: Mapped[str] = mapped_column(Text)
     epoch: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # JSON partial state of the node at `step`, left at a boundary inside it where a stop landed (migration 0004).
+    partial: Mapped[str | None] = mapped_column(Text)
 
 
 class Event(Base):

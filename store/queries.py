@@ -301,7 +301,7 @@ def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[W
 
 def checkpoints_for(conn: Connection, job_id: str) -> list[CheckpointRecord]:
     stmt = (
-        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at)
+        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at, checkpoints.c.partial)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.step)
     )
@@ -310,7 +310,7 @@ def checkpoints_for(conn: Connection, job_id: str) -> list[CheckpointRecord]:
 
 def latest_checkpoint(conn: Connection, job_id: str) -> CheckpointRecord | None:
     stmt = (
-        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at)
+        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at, checkpoints.c.partial)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.step.desc())
         .limit(1)

@@ -48,6 +48,7 @@ class JobRecord:
     workspace_root: str | None
     heartbeat_mono: float | None
     flow_modules: str | None
+    stop_now: bool | None
 
     @property
     def short_id(self) -> str:
@@ -118,6 +119,8 @@ class CheckpointRecord:
     state: str
     epoch: int
     created_at: datetime
+    # The node's own partial state, where a stop landed inside it (None: it starts afresh).
+    partial: str | None = None
 
 
 @dataclass(frozen=True)
