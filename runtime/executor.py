@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
@@ -26,6 +27,7 @@ from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTE
 from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
 
 from . import flow_modules, host_metrics
+from .agent_context import PARKED_EXIT, StopHere
 from .agent_process import AgentProcess, LineSink
 from .agents import ProcessHooks, Usage, is_async_call, make_context, run_call, run_command, run_sync_call
 from .control import record_audit, record_event, state_json, storable
@@ -37,6 +39,7 @@ from .errors import (
     GateDeferredError,
     HITLDeferredError,
     LeaseLapsedError,
+    NodeParked,
     RunCancelledError,
     RunParkedError,
     RunStoppedError,
@@ -295,6 +298,9 @@ class RunHost:
         self._stop_latched: str | None = None
         # A stop --now heard by the heartbeat (who asked): the node in flight is interrupted.
         self._stop_now_by: str | None = None
+        # Any stop the heartbeat heard (who asked): what the node's own boundaries see.
+        self._stop_seen: str | None = None
+        self._control_path: Path | None = None
         self._cancel: Flags | None = None
         self._fenced = False
         self._warned: set[str] = set()
@@ -462,7 +468,11 @@ class RunHost:
             self._heard(flags)
 
     def _heard(self, flags: Flags) -> None:
-        """What a heartbeat read: a cancel or a stop --now interrupts the node in flight."""
+        """What a heartbeat read: a cancel or a stop --now interrupts the node in flight; a stop
+        reaches the node's own boundaries (its control file, an async agent's ctx.boundary)."""
+        if flags.stop_requested_at is not None and self._stop_seen is None:
+            self._stop_seen = flags.stop_requested_by or "unknown"
+            self._write_control()
         if flags.cancel_requested_at is not None and self._cancel is None:
             self._cancel = flags
             self._interrupt_node()
@@ -470,6 +480,66 @@ class RunHost:
             self._stop_now_by = flags.stop_requested_by or "unknown"
             host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
             self._interrupt_node()
+
+    # --- boundaries inside a node ----------------------------------------------
+
+    def _set_control(self, path: Path | None) -> None:
+        """The node in flight's control file ($SWARMKIT_CONTROL): written now, rewritten by each heartbeat."""
+        self._control_path = path
+        self._write_control()
+
+    def _write_control(self) -> None:
+        path = self._control_path
+        if path is None:
+            return
+        body = dict(
+            run_id=self.job_id, stop_requested=self._stop_seen is not None or self._stop_latched is not None,
+            requested_by=self._stop_seen or self._stop_latched, cancel_requested=self._cancel is not None, at=store_now().isoformat(),
+        )
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            # Replaced whole, so an agent never reads half a file; a few bytes on a local folder.
+            tmp.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:  # the node's folder went away as it ended
+            log.debug("run %s: control file %s not written: %s", self.job_id[:8], path, exc)
+
+    def _boundary_here(self, partial: dict[str, Any]) -> None:
+        """ctx.boundary for an async agent on this loop: the stop this host last heard (a heartbeat old at most)."""
+        if self._stop_seen is not None or self._stop_latched is not None:
+            raise StopHere(partial)
+
+    async def _aboundary_here(self, partial: dict[str, Any]) -> None:
+        """ctx.aboundary: the stop flag read fresh, one primary-key SELECT, every time."""
+        t0 = time.monotonic()
+        flags = await self._retrying("the boundary check", lambda: read_flags(self.store, self.job_id))
+        host_metrics.BOUNDARY.observe(time.monotonic() - t0)
+        if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
+            self.fence()
+            raise asyncio.CancelledError()
+        if flags.stop_requested_at is not None and flags.cancel_requested_at is None:
+            self._stop_seen = self._stop_seen or flags.stop_requested_by or "unknown"
+            raise StopHere(partial)
+
+    async def _parked_inside(self, agent: Agent, step: int, parked: NodeParked) -> BaseException:
+        """An agent parked at a boundary of its own: if a stop is pending the run stops here with
+        its partial state; a parked exit with no stop asked for is the agent's failure."""
+        flags = await self._retrying("the boundary check", lambda: read_flags(self.store, self.job_id))
+        if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
+            return FencedError(self.job_id)
+        if flags.cancel_requested_at is not None:
+            self._cancel = flags
+            return RunCancelledError(self.job_id)
+        if flags.stop_requested_at is None:
+            return AgentFailed(f"{agent.name}: exited {PARKED_EXIT} (parked at a boundary of its own) but no stop was requested")
+        try:
+            partial = state_json(parked.partial)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return AgentFailed(f"{agent.name}: parked with a partial state that JSON cannot hold ({type(exc).__name__}: {str(exc)[:200]})")
+        if self._stop_latched is None:
+            self._stop_latched = flags.stop_requested_by or "unknown"
+            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
+        return RunStoppedError(agent.name, step, self._stop_latched, now=bool(flags.stop_now), partial=partial, tokens=parked.tokens, cost=parked.cost)
 
     # --- the node boundary ---------------------------------------------------
 
@@ -566,7 +636,7 @@ class RunHost:
         if nxt is not None:
             self._decide(flags, step + 1, nxt)
 
-    async def run_agent(self, step: int, agent: Agent, state: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
+    async def run_agent(self, step: int, agent: Agent, state: dict[str, Any], resumed_from: dict[str, Any] | None = None) -> tuple[dict[str, Any], Usage]:
         def emit(line: str) -> None:
             self.sink.emit("log", line, agent.name, step)
             if self.on_line:
@@ -587,15 +657,17 @@ class RunHost:
             lease_deadline=lambda: self.lease_deadline,
             register=self._register,
             unregister=self._unregister,
+            control=self._set_control,
         )
         coro: Awaitable[tuple[dict[str, Any], Usage]]
         in_process = False
         if agent.command is not None:
-            coro = run_command(agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, hooks=hooks)
+            coro = run_command(agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, hooks=hooks, resumed_from=resumed_from)
         else:
-            ctx = make_context(self.job_id, agent, step, state, self.workspace, emit)
+            ctx = make_context(self.job_id, agent, step, state, self.workspace, emit, resumed_from)
             if is_async_call(agent, self.calls):
                 in_process = True
+                ctx._boundary, ctx._aboundary = self._boundary_here, self._aboundary_here
                 coro = run_call(agent, ctx, self.calls)
             else:
                 coro = run_sync_call(agent, ctx, self.calls, hooks)
@@ -635,7 +707,10 @@ class RunHost:
                 self._stop_latched = self._stop_latched or self._stop_now_by
                 raise RunStoppedError(agent.name, step, self._stop_latched, now=True, interrupted=True)
             raise asyncio.CancelledError()
-        return task.result()
+        try:
+            return task.result()
+        except NodeParked as parked:
+            raise await self._parked_inside(agent, step, parked) from None
 
     async def _until_ended(self, task: asyncio.Task, agent: Agent, in_process: bool) -> None:
         """Wait for a cancelled node to end. A process ends through its supervisor's escalation;
@@ -748,6 +823,10 @@ class RunHost:
         values: dict[str, Any] = dict(status=status, current_node=exc.node)
         if not stopped and not parked:
             values["pending_gate"] = exc.node
+        inside = stopped and exc.partial is not None  # type: ignore[attr-defined]
+        if inside:
+            # What the node spent up to the boundary it parked at is spent: on resume it goes on from there.
+            values.update(tokens=jobs.c.tokens + exc.tokens, cost=jobs.c.cost + exc.cost)  # type: ignore[attr-defined]
 
         async def op() -> None:
             now = store_now()
@@ -761,10 +840,18 @@ class RunHost:
                         raise RunCancelledError(self.job_id)
                     raise FencedError(self.job_id)
                 boundary = f"before {exc.node} ({exc.step + 1}/{self.flow.steps})"
+                if inside:
+                    assert isinstance(exc, RunStoppedError)
+                    boundary = f"inside {exc.node} ({exc.step + 1}/{self.flow.steps}), at a boundary of its own"
+                    await conn.execute(
+                        update(checkpoints).where(checkpoints.c.job_id == self.job_id, checkpoints.c.step == exc.step).values(partial=exc.partial)
+                    )
                 if stopped:
                     assert isinstance(exc, RunStoppedError)
                     actor = exc.requested_by or "unknown"
                     detail: dict[str, Any] = {"boundary": exc.node, "step": exc.step}
+                    if inside:
+                        detail["inside"] = True
                     how = ""
                     if exc.now:
                         detail.update(now=True, interrupted=exc.node if exc.interrupted else None)
@@ -821,13 +908,16 @@ class RunHost:
             step = cp.step if cp else 0
             self.sink.start(logged)
             heartbeat = asyncio.create_task(self._heartbeat(), name=f"heartbeat-{self.job_id[:8]}")
+            # Where a stop landed inside the node this host starts at: it goes on from there.
+            resumed_from = json.loads(cp.partial) if cp and cp.partial else None
             if step < self.flow.steps:
                 node = self.flow.agents[step].name
                 await self.enter(step, self.flow.agents[step])
             for i in range(step, self.flow.steps):
                 agent = self.flow.agents[i]
                 step, node = i, agent.name
-                output, usage = await self.run_agent(i, agent, state)
+                output, usage = await self.run_agent(i, agent, state, resumed_from)
+                resumed_from = None
                 state = {**state, **output}
                 try:
                     state_json(state)
