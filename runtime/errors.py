@@ -38,6 +38,10 @@ class RunStoppedError(HITLDeferredError):
         self.cost = cost
 
 
+class NodeTimedOut(Exception):
+    """A try of a node ran past its `timeout` and was interrupted."""
+
+
 class NodeParked(Exception):
     """An agent parked at a boundary of its own (ctx.boundary, a command's parked exit) with its partial state."""
 

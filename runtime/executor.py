@@ -40,6 +40,7 @@ from .errors import (
     HITLDeferredError,
     LeaseLapsedError,
     NodeParked,
+    NodeTimedOut,
     RunCancelledError,
     RunParkedError,
     RunStoppedError,
@@ -58,6 +59,8 @@ EVENT_BATCH_BYTES = 1 << 20
 # Past this many lines (or bytes) waiting for the store, an agent's output waits.
 EVENT_HIGH_WATER = 4 * EVENT_BATCH
 EVENT_HIGH_WATER_BYTES = 4 << 20
+# The longest wait between two tries of a timed-out node.
+MAX_BACKOFF_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -637,6 +640,29 @@ class RunHost:
             self._decide(flags, step + 1, nxt)
 
     async def run_agent(self, step: int, agent: Agent, state: dict[str, Any], resumed_from: dict[str, Any] | None = None) -> tuple[dict[str, Any], Usage]:
+        """The node, tried again from its start after a timed-out try while it has retries left
+        (with backoff; each timeout and each new try is an event)."""
+        tries = agent.retries + 1
+        for attempt in range(1, tries + 1):
+            try:
+                return await self._try_agent(step, agent, state, resumed_from)
+            except NodeTimedOut:
+                said = f"{agent.name}: timed out after {agent.timeout}" + (f" (try {attempt} of {tries})" if tries > 1 else "")
+                if attempt == tries:
+                    self.sink.emit("node.timeout", f"{said}: interrupted; the run ends failed", agent.name, step)
+                    raise AgentFailed(said + ("; no retries left" if tries > 1 else "")) from None
+                delay = min(self.settings.retry_backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+                self.sink.emit("node.timeout", f"{said}: interrupted; trying again in {delay:g}s", agent.name, step)
+            await asyncio.sleep(delay)
+            # The boundary before the next try: a stop or cancel asked meanwhile lands here.
+            flags = await self._retrying("the boundary check", lambda: read_flags(self.store, self.job_id))
+            if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
+                raise FencedError(self.job_id)
+            self._decide(flags, step, agent)
+            self.sink.emit("node.retry", f"{step + 1}/{self.flow.steps} {agent.name}: try {attempt + 1} of {tries}", agent.name, step)
+        raise AssertionError("unreachable")
+
+    async def _try_agent(self, step: int, agent: Agent, state: dict[str, Any], resumed_from: dict[str, Any] | None) -> tuple[dict[str, Any], Usage]:
         def emit(line: str) -> None:
             self.sink.emit("log", line, agent.name, step)
             if self.on_line:
@@ -676,8 +702,14 @@ class RunHost:
         if self._cancel is not None or self._fenced or self._stop_now_by is not None:
             # The heartbeat saw a cancel or a stop --now (or lost our epoch) while the node was being set up.
             self._interrupt_node()
+        timed_out = False
         try:
-            await asyncio.wait({task})
+            done, _ = await asyncio.wait({task}, timeout=agent.timeout_s)
+            if not done:
+                # Past the node's timeout: interrupted like a cancel's node, then tried again or failed.
+                timed_out = True
+                self._interrupt_node()
+                await asyncio.wait({task})
         except asyncio.CancelledError:
             # This host is leaving its runs (a worker's second signal): the
             # supervisors end the agents on their own (the control pipe closes),
@@ -706,7 +738,10 @@ class RunHost:
                 # Parked at the boundary before this node: its work in flight is lost, it runs again on resume.
                 self._stop_latched = self._stop_latched or self._stop_now_by
                 raise RunStoppedError(agent.name, step, self._stop_latched, now=True, interrupted=True)
-            raise asyncio.CancelledError()
+            if not timed_out:
+                raise asyncio.CancelledError()
+        if timed_out:
+            raise NodeTimedOut(agent.name)
         try:
             return task.result()
         except NodeParked as parked:
