@@ -13,7 +13,7 @@ import os
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, case, insert, select, update
@@ -37,11 +37,11 @@ from swarmkit.store.models import (
     events,
     jobs,
 )
-from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers
+from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers, usual_node_seconds
 from swarmkit.store.records import JobRecord
 
-from .errors import AmbiguousRun, RunNotFound
-from .flow import Flow
+from .errors import AmbiguousRun, FlowError, RunNotFound
+from .flow import Flow, parse_flow
 from .flow_modules import collect_modules, encode_modules, missing_for_row
 from .settings import Settings, default_actor, host_name
 from .workspaces import carry_out, decide
@@ -177,6 +177,25 @@ async def submit(
 
 
 NOW_LOSES = "The node's work in flight is lost: it runs again from its start on resume."
+# A stop not taken within this many times its node's usual duration shows "stop overdue";
+# never sooner than the floor (a heartbeat, an interrupt's graces), and with no history of the
+# node, after its flow's stall threshold.
+OVERDUE_FACTOR = 3.0
+OVERDUE_FLOOR_S = 5.0
+
+
+async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
+    """When a stop asked for at `at` shows overdue: a few times the node's usual duration later."""
+    usual = None
+    if job.current_node:
+        node = job.current_node
+        usual = await store.run_read(lambda c: usual_node_seconds(c, job.flow, node))
+    if usual is None:
+        try:
+            usual = (parse_flow(job.flow_source, job.flow_path).stall_after_s or Settings.from_env().stall_after_s) / OVERDUE_FACTOR
+        except FlowError:
+            usual = Settings.from_env().stall_after_s / OVERDUE_FACTOR
+    return at + timedelta(seconds=max(OVERDUE_FLOOR_S, OVERDUE_FACTOR * usual))
 
 
 async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = False) -> ActResult:
@@ -206,7 +225,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
                 cond += [jobs.c.stop_requested_at.is_not(None), jobs.c.stop_now.is_not(True)]
             else:
                 cond.append(jobs.c.stop_requested_at.is_(None))
-                values.update(stop_requested_at=at, stop_requested_by=actor)
+                values.update(stop_requested_at=at, stop_requested_by=actor, stop_overdue_at=await overdue_at(store, job, at))
             async with store.write() as conn:
                 res = await conn.execute(update(jobs).where(*cond).values(**values))
                 if res.rowcount == 1:
@@ -261,6 +280,8 @@ def _resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
         stop_requested_at=None,
         stop_requested_by=None,
         stop_now=False,
+        stop_overdue_at=None,
+        stall_at=None,
         pending_gate=None,
         ended_at=None,
         error=None,
@@ -415,7 +436,7 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> Jo
             .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
             .values(
                 status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(),
-                last_event_at=now, updated_at=now,
+                last_event_at=now, updated_at=now, stall_at=None,
                 started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
             )
         )

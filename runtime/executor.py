@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,9 +95,11 @@ _FLAG_COLS = (
 _NOW = bindparam("b_now", type_=UTCDateTime())
 _MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), jobs.c.status == RUNNING)
 _FLAGS = select(*_FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
-_TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW)
+# Every sign of work moves the moment the run would show stalled (the flow's stall_after, else SWARMKIT_STALL_AFTER).
+_STALL_AT = bindparam("b_stall_at", type_=UTCDateTime())
+_TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW, stall_at=_STALL_AT)
 _HEARTBEAT = update(jobs).where(*_MINE).values(heartbeat_at=_NOW, heartbeat_mono=bindparam("b_mono")).returning(*_FLAG_COLS)
-_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW).returning(*_FLAG_COLS)
+_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, stall_at=_STALL_AT).returning(*_FLAG_COLS)
 _CHECKPOINT = (
     update(jobs)
     .where(*_MINE)
@@ -107,6 +110,7 @@ _CHECKPOINT = (
         current_node=bindparam("b_node"),
         updated_at=_NOW,
         last_event_at=_NOW,
+        stall_at=_STALL_AT,
     )
     .returning(*_FLAG_COLS)
 )
@@ -304,6 +308,7 @@ class RunHost:
         # Any stop the heartbeat heard (who asked): what the node's own boundaries see.
         self._stop_seen: str | None = None
         self._control_path: Path | None = None
+        self._stall_after = timedelta(seconds=flow.stall_after_s or self.settings.stall_after_s)
         self._cancel: Flags | None = None
         self._fenced = False
         self._warned: set[str] = set()
@@ -402,7 +407,8 @@ class RunHost:
         return (jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
 
     def _params(self, **more: Any) -> dict[str, Any]:
-        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=store_now(), **more)
+        now = store_now()
+        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=now, b_stall_at=now + self._stall_after, **more)
 
     def touch(self, conn) -> None:
         """The first statement of a host write that needs no flags: proves the epoch, or raises FencedError."""

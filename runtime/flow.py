@@ -15,7 +15,7 @@ from .agent_env import withheld
 from .errors import FlowError
 
 _CALL_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env"}
+_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env", "stall_after"}
 _AGENT_KEYS = {"name", "command", "call", "approve", "description", "env", "timeout", "retries"}
 # A variable's name, or a prefix of names written `PREFIX*` (see agent_env.py).
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
@@ -49,6 +49,8 @@ class Flow:
     # Completed and failed runs destroy their workspaces unless the flow keeps them.
     keep_workspaces: bool = False
     env: tuple[str, ...] = ()
+    # No sign of work this long shows the run stalled (None: SWARMKIT_STALL_AFTER on its host).
+    stall_after_s: float | None = None
 
     @property
     def steps(self) -> int:
@@ -114,7 +116,7 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
 
     unknown = sorted(set(data) - _FLOW_KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env and [[agents]])", _key_line(source, unknown[0]))
+        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env, stall_after and [[agents]])", _key_line(source, unknown[0]))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise fail('a flow needs a name: add  name = "my-flow"', _key_line(source, "name"))
@@ -178,7 +180,12 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
     keep = data.get("keep_workspaces", False)
     if not isinstance(keep, bool):
         raise fail("keep_workspaces must be true or false", _key_line(source, "keep_workspaces"))
-    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env)
+    stall_raw, stall_after_s = data.get("stall_after"), None
+    if stall_raw is not None:
+        stall_after_s = parse_duration(stall_raw)
+        if stall_after_s is None:
+            raise fail(f'stall_after {stall_raw!r} is not a duration; write it like "90s", "10m" or "1h30m" (more than zero)', _key_line(source, "stall_after"))
+    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env, stall_after_s=stall_after_s)
 
 
 def load_flow(path: str | Path, *, check_calls: bool = True) -> Flow:

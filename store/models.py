@@ -115,6 +115,10 @@ class Job(Base):
     flow_modules: Mapped[str | None] = mapped_column(Text)
     # The stop asked for interrupts the node in flight (migration 0004); None on older rows is False.
     stop_now: Mapped[bool | None] = mapped_column(Boolean, default=False)
+    # Shown stalled past this with no sign of work (set by the host at each sign); NULL: the default after the last.
+    stall_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A stop not taken by then shows "stop overdue" (a few times its node's usual duration after the request).
+    stop_overdue_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Checkpoint(Base):

@@ -23,6 +23,7 @@ STATUS_LOOKS: dict[str, StatusLook] = {
     "queued": StatusLook("queued", "○", "#5fafd7", "waiting for a worker to claim it"),
     "running": StatusLook("running", "●", "bold #5fd75f", "an agent is at work"),
     "stopping": StatusLook("stopping", "◐", "bold #ffd75f", "stop requested; stops at the next agent boundary"),
+    "stop overdue": StatusLook("stop overdue", "◓", "bold #000000 on #ffd75f", "a stop not taken in a few times its node's usual time"),
     "cancelling": StatusLook("cancelling", "◍", "bold #ff5f87", "cancel requested; its host is interrupting it"),
     "stalled": StatusLook("stalled", "◌", "bold #ff8700", "running, but no sign of work for a while"),
     "stopped": StatusLook("stopped", "■", "#d7af5f", "parked at a boundary; resumable, nothing lost"),
