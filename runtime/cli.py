@@ -26,6 +26,7 @@ from .echo import Echo, say
 from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageError
 from .executor import RunHost, flow_for_job
 from .flow import load_flow, parse_inputs
+from .notify import notify_target
 from .report import clock_warning, runs_table
 from .settings import Settings, default_actor, version
 from .text import plain, plain_lines
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("workspace", nargs="?")
     p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+    p.add_argument("--notify", metavar="URL", help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes (secret: SWARMKIT_NOTIFY_SECRET)")
 
     for verb, text in (("stop", "stop a run at its next agent boundary (resumable)"), ("approve", "approve a run waiting at a gate"), ("resume", "queue a stopped, deferred or lost run for a worker")):
         p = sub.add_parser(verb, help=text)
@@ -94,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-host", action="store_true", help="serve the API only; workers elsewhere host the runs")
     p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")
     p.add_argument("--insecure", action="store_true", help="allow listening beyond loopback with no token configured")
+    p.add_argument("--notify", metavar="URL", help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes (secret: SWARMKIT_NOTIFY_SECRET)")
 
     p = sub.add_parser("status", help="list runs, or show one run")
     _common(p)
@@ -305,10 +308,11 @@ async def cmd_run(args) -> int:
 async def cmd_worker(args) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
+    notify = notify_target(args.notify, os.environ)
 
     async def go(store: Store) -> int:
         echo = Echo()
-        worker = Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)))
+        worker = Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)), notify=notify)
         loop = asyncio.get_running_loop()
         presses = {"n": 0}
         main = asyncio.current_task()

@@ -43,6 +43,7 @@ from swarmkit.store.records import JobRecord
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .flow import Flow, parse_flow
 from .flow_modules import collect_modules, encode_modules, missing_for_row
+from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .workspaces import carry_out, decide
 
@@ -260,6 +261,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
                     await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": job.step, **({"now": True} if now else {})}, at=at)
                     await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": job.step}, at=at)
                     await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=at)
+                    await record_notification(conn, job.id, "run.stopped", flow=job.flow, text=f"stopped while queued by {actor}", at=at)
             if res.rowcount == 1:
                 return ActResult(DONE, True, f"{sid} was queued; stopped at once (no agent ran since it was queued). Resume it with `swarmkit resume {sid}`.", await _reload(store, job.id))
         elif job.status == STOPPED:
@@ -520,7 +522,7 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
     async with store.read() as conn:
         stale = (
             await conn.execute(
-                select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at).where(
+                select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at, jobs.c.flow, jobs.c.current_node).where(
                     jobs.c.status == RUNNING, lapsed
                 ),
                 clock.age_params(lease_s, sqlite),
@@ -544,7 +546,10 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
                 if res.rowcount != 1:
                     continue
                 last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
-                await record_event(conn, row.id, f"run.{to}", f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}", at=now)
+                said_lost = f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}"
+                await record_event(conn, row.id, f"run.{to}", said_lost, at=now)
+                if to == LOST:
+                    await record_notification(conn, row.id, "run.lost", flow=row.flow, text=said_lost, node=row.current_node, at=now)
                 if to == CANCELLED:
                     said = await decide(conn, row.id, destroy=not row.cancel_keep, reason="cancelled")
                     await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)

@@ -47,6 +47,7 @@ from .errors import (
     RunStoppedError,
 )
 from .flow import Agent, Flow, parse_flow
+from .notify import record_notification
 from .settings import Settings
 from .workspaces import carry_out, decide, prepare_dir, record_workspace, run_dir
 
@@ -824,6 +825,7 @@ class RunHost:
 
     async def _after_end(self, conn, status: str, error: str | None, now) -> None:
         jid = self.job_id
+        await record_notification(conn, jid, f"run.{status}", flow=self.flow.name, text=error or status, node=self._node_agent.name if self._node_agent else None, at=now)
         if status == COMPLETED:
             await record_event(conn, jid, "run.completed", "completed", at=now)
             # A flow that keeps its workspaces leaves them `kept`: no run uses them now.
@@ -887,6 +889,8 @@ class RunHost:
                     await conn.execute(
                         update(checkpoints).where(checkpoints.c.job_id == self.job_id, checkpoints.c.step == exc.step).values(partial=exc.partial)
                     )
+                if not parked:
+                    await record_notification(conn, self.job_id, f"run.{status}", flow=self.flow.name, text=f"{status} {boundary}", node=exc.node, step=exc.step, at=now)
                 if stopped:
                     assert isinstance(exc, RunStoppedError)
                     actor = exc.requested_by or "unknown"

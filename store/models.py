@@ -190,6 +190,26 @@ class Worker(Base):
     clock_offset_s: Mapped[float | None] = mapped_column(Float)
 
 
+class Notification(Base):
+    """The outbox of notifications (migration 0004): written in the transaction of the transition
+    it tells of, delivered at least once by a process that notifies (`--notify URL`)."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (Index("ix_notifications_due", "delivered_at", "next_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    # What a receiver deduplicates by: the same on every delivery of this notification.
+    event_id: Mapped[str] = mapped_column(String(32), unique=True)
+    job_id: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(32))
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
 class Meta(Base):
     """Facts about the store itself (migration 0003): `min_writer`, `store_id`."""
 
@@ -206,5 +226,6 @@ audit: Table = cast(Table, Audit.__table__)
 workspaces: Table = cast(Table, Workspace.__table__)
 workers: Table = cast(Table, Worker.__table__)
 meta: Table = cast(Table, Meta.__table__)
+notifications: Table = cast(Table, Notification.__table__)
 
 JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)

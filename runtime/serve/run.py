@@ -24,6 +24,7 @@ from ..control import DONE as EXIT_OK
 from ..control import REFUSED as EXIT_FAIL
 from ..echo import Echo
 from ..errors import UsageError
+from ..notify import Notifier, notify_target
 from ..text import plain_lines
 from ..worker import Worker
 from .app import make_app
@@ -68,10 +69,14 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
     if flows is not None and not flows.is_dir():
         raise UsageError(f"--flows {args.flows}: not a folder")
     keepalive = _keepalive_s()
+    notify = notify_target(args.notify, os.environ)
 
     async def go(store: Store) -> int:
         echo = Echo()
-        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)))
+        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)), notify=notify)
+        # Serving only, it still delivers the store's notifications when asked to.
+        notifier = Notifier(store, *notify) if notify and worker is None else None
+        notifying = asyncio.create_task(notifier.run(), name="notify") if notifier else None
         app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive)
         ctx = app.state.ctx
         config = uvicorn.Config(
@@ -117,6 +122,8 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
             return EXIT_OK
         finally:
             announce.cancel()
+            if notifying is not None:
+                notifying.cancel()
         try:
             if hosting:
                 if worker is not None:
