@@ -137,3 +137,15 @@ def test_notify_needs_a_secret_and_a_url(cli: Cli):
     assert res.returncode == 2 and "SWARMKIT_NOTIFY_SECRET" in res.stderr
     res = cli.call("worker", "--notify", "ftp://x", env=NOTIFY_ENV)
     assert res.returncode == 2 and "http:// or https://" in res.stderr
+
+
+def test_serve_notify_delivers_what_the_runs_it_hosts_do(cli: Cli, serving, receiver: Receiver):
+    serve, _folder, _gates = serving
+    s = serve("--notify", receiver.url, env=NOTIFY_ENV)
+    resp = s.client.post("/jobs", json={"flow": "gated", "inputs": {}})
+    assert resp.status_code == 201, resp.text
+    run_id = resp.json()["id"]
+    wait_for(lambda: receiver.kinds().get(run_id) == "run.deferred", timeout=30, what="the deferral to be posted")
+    assert s.client.post(f"/jobs/{run_id}/approve").status_code == 200
+    wait_for(lambda: receiver.kinds().get(run_id) == "run.completed", timeout=30, what="the completion to be posted")
+    assert [n["kind"] for n in receiver.accepted] == ["run.deferred", "run.completed"] and receiver.bad_signatures == 0
