@@ -482,7 +482,6 @@ class RunHost:
         reaches the node's own boundaries (its control file, an async agent's ctx.boundary)."""
         if flags.stop_requested_at is not None and self._stop_seen is None:
             self._stop_seen = flags.stop_requested_by or "unknown"
-            self._write_control()
         if flags.cancel_requested_at is not None and self._cancel is None:
             self._cancel = flags
             self._interrupt_node()
@@ -490,6 +489,8 @@ class RunHost:
             self._stop_now_by = flags.stop_requested_by or "unknown"
             host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
             self._interrupt_node()
+        # Rewritten every heartbeat: its `at` tells the agent its host is alive and what it says is fresh.
+        self._write_control()
 
     # --- boundaries inside a node ----------------------------------------------
 
