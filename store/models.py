@@ -122,6 +122,12 @@ class Job(Base):
     flow_modules: Mapped[str | None] = mapped_column(Text)
     # When the node in flight started (migration 0004): the host sets it at each boundary.
     node_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # The stop asked for interrupts the node in flight (migration 0005); None on older rows is False.
+    stop_now: Mapped[bool | None] = mapped_column(Boolean, default=False)
+    # Shown stalled past this with no sign of work (set by the host at each sign); NULL: the default after the last.
+    stall_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # A stop not taken by then shows "stop overdue" (a few times its node's usual duration after the request).
+    stop_overdue_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class Checkpoint(Base):
@@ -135,6 +141,8 @@ class Checkpoint(Base):
     state: Mapped[str] = mapped_column(Text)
     epoch: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # JSON partial state of the node at `step`, left at a boundary inside it where a stop landed (migration 0005).
+    partial: Mapped[str | None] = mapped_column(Text)
 
 
 class Event(Base):
@@ -198,6 +206,26 @@ class Worker(Base):
     clock_offset_s: Mapped[float | None] = mapped_column(Float)
 
 
+class Notification(Base):
+    """The outbox of notifications (migration 0005): written in the transaction of the transition
+    it tells of, delivered at least once by a process that notifies (`--notify URL`)."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (Index("ix_notifications_due", "delivered_at", "next_at"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    # What a receiver deduplicates by: the same on every delivery of this notification.
+    event_id: Mapped[str] = mapped_column(String(32), unique=True)
+    job_id: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(32))
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    next_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_error: Mapped[str | None] = mapped_column(Text)
+
+
 class Meta(Base):
     """Facts about the store itself (migration 0003): `min_writer`, `store_id`."""
 
@@ -214,5 +242,6 @@ audit: Table = cast(Table, Audit.__table__)
 workspaces: Table = cast(Table, Workspace.__table__)
 workers: Table = cast(Table, Worker.__table__)
 meta: Table = cast(Table, Meta.__table__)
+notifications: Table = cast(Table, Notification.__table__)
 
 JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)
