@@ -53,7 +53,7 @@ ACTS: tuple[Act, ...] = (
     Act("stop", "s", "Stop", "Stop run", "stop the run at its next agent boundary (resumable)",
         frozenset({RUNNING, QUEUED}), frozenset(), "stopped",
         lambda store, run, actor: control.stop(store, run, actor=actor)),
-    Act("stop_now", "S", "Stop now", "Stop run now", "interrupt the agent in flight and park the run before it; that node runs again on resume (asks first)",
+    Act("stop_now", "S", "Stop now", "Stop run now", "stop now: interrupt the agent in flight; its node runs again on resume (asks first)",
         frozenset({RUNNING}), frozenset({RUNNING}), "stopped",
         lambda store, run, actor: control.stop(store, run, actor=actor, now=True),
         "Stop run {run} now?", "Stop now interrupts the agent in flight: its work in flight is lost, and {them} park before that node, which runs again from its start on resume."),

@@ -125,8 +125,8 @@ def test_a_stop_lands_at_a_boundary_inside_the_node_and_resume_goes_on_from_it(c
     partial = checkpoints(cli.store_url, cli.workspace, row.id)[-1].partial
     assert json.loads(partial) == {"calls": [f"result {i} of loop" for i in range(4)]}
     stopped = audit(cli.store_url, cli.workspace, row.id)[-1]
-    assert stopped.action == "run.stopped" and stopped.detail == {"boundary": "loop", "step": 0, "inside": True}
-    assert any(e.kind == "run.stopped" and "inside loop" in e.text for e in events(cli.store_url, cli.workspace, row.id))
+    assert stopped.action == "run.stopped" and stopped.detail == {"boundary": "loop", "step": "1/2", "inside": True}
+    assert any(e.kind == "run.stopped" and "inside 1/2 loop" in e.text for e in events(cli.store_url, cli.workspace, row.id))
 
     release(gates, "tool-4", "tool-5")
     res = cli.call("run", "--resume", short)

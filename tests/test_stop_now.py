@@ -52,14 +52,14 @@ def test_stop_now_interrupts_a_command_agent_and_resume_runs_the_node_again(cli:
 
     out, errs = proc.communicate(timeout=60)
     assert proc.returncode == 0, errs
-    assert f"{short} stopped before b" in out
+    assert f"{short} stopped before 2/3 b" in out
     row = job(cli.store_url, cli.workspace, short)
     assert (row.status, row.step, row.current_node) == ("stopped", 1, "b")
     assert not (marks / "c").exists()
     wait_for(lambda: not pid_alive(sleeper), timeout=10, what="b's child to be ended")
     acts = {a.action: a for a in audit(cli.store_url, cli.workspace, row.id)}
     assert acts["run.stop_requested"].detail["now"] is True
-    assert acts["run.stopped"].detail == {"boundary": "b", "step": 1, "now": True, "interrupted": "b"}
+    assert acts["run.stopped"].detail == {"boundary": "b", "step": "2/3", "now": True, "interrupted": "b"}
     assert acts["run.stopped"].actor == "tester@ci"
     stopped = [e for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "run.stopped"]
     assert "b was interrupted" in stopped[0].text
