@@ -3,41 +3,47 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreReplaced, StoreUrlError, describe_db_error, is_transient, masked, resolve_store
-from swarmkit.store.clock import store_now
-from swarmkit.store.engine import log_to_stderr
-from swarmkit.store.models import QUEUED, RUNNING
-from swarmkit.store.queries import events_after, get_job, list_jobs, skewed_workers, workspaces_for
-from swarmkit.store.records import EventRecord, merged_view
-
-from . import control
 from .db_verbs import add_db_parser, cmd_db
 from .echo import Echo, say
 from .errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageError
-from .executor import RunHost, flow_for_job
-from .flow import load_flow, parse_inputs
-from .report import clock_warning, runs_table
 from .settings import Settings, default_actor, version
 from .text import plain, plain_lines
-from .worker import Worker
-from .workspaces import sweep
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+    from swarmkit.store.records import EventRecord
+
+# Start-up (issue 13): this module's top loads only the parser's needs, so
+# that `--help` loads no SQLAlchemy; each verb imports what it uses, and only
+# a hosting verb the executor (and only a migration Alembic).
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def err(msg: str) -> None:
+    from swarmkit.store import masked
+
     # Whatever an error quotes (a URL, a driver's DSN), its password stays hidden.
     say(f"swarmkit: {masked(msg)}", sys.stderr)
+
+
+class _Version(argparse.Action):
+    """`--version`, its text made only when asked for: reading the distribution's metadata costs `--help` time."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"swarmkit {version()}")
+        parser.exit()
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -46,7 +52,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swarmkit", description="Run control for agent runs: run, stop, resume, cancel, approve, watch.")
-    parser.add_argument("--version", action="version", version=f"swarmkit {version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
 
@@ -107,9 +113,12 @@ HOSTING_VERBS = frozenset({"run", "worker", "serve"})
 
 
 async def _open(args) -> Store:
+    from swarmkit.store import Store, resolve_store
+
     hosting = args.verb in HOSTING_VERBS
     loc = resolve_store(args.store, getattr(args, "workspace", None))
-    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
+    # A verb that neither hosts nor serves runs its store calls inline (see Store): no aiosqlite thread.
+    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting)
     if store.loc.stale_warning:
         err(f"{store.loc.display}: {store.loc.stale_warning}")
     return store
@@ -127,6 +136,12 @@ async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
 
 async def _sweep(store: Store) -> None:
     """Workspaces of this host whose destroy another machine recorded: this is the next swarmkit process here."""
+    import logging
+
+    from swarmkit.store import STORE_FAULTS
+
+    from .workspaces import sweep
+
     try:
         for line in await sweep(store):
             err(plain(line))
@@ -138,6 +153,8 @@ async def _sweep(store: Store) -> None:
 
 
 async def cmd_act(args) -> int:
+    from . import control
+
     async def go(store: Store) -> int:
         if args.verb == "stop":
             res = await control.stop(store, args.run_id)
@@ -161,6 +178,14 @@ async def cmd_act(args) -> int:
 
 
 async def _host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, StoreReplaced, masked
+    from swarmkit.store.queries import get_job, workspaces_for
+
+    from . import control
+    from .executor import RunHost
+
     loop = asyncio.get_running_loop()
     presses = {"n": 0}
     actor = default_actor()
@@ -256,6 +281,10 @@ def _module_names(stored: str) -> str:
 
 
 async def cmd_run(args) -> int:
+    from . import control
+    from .executor import flow_for_job
+    from .flow import load_flow, parse_inputs
+
     positional = list(args.args)
     if args.resume:
         if len(positional) > 1:
@@ -301,6 +330,10 @@ async def cmd_run(args) -> int:
 
 
 async def cmd_worker(args) -> int:
+    import asyncio
+
+    from .worker import Worker
+
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
 
@@ -342,6 +375,13 @@ def _event_line(ev: EventRecord) -> str:
 
 
 async def cmd_logs(args) -> int:
+    import asyncio
+
+    from swarmkit.store import QUEUED, RUNNING, STORE_FAULTS, describe_db_error, is_transient
+    from swarmkit.store.queries import events_after, get_job
+
+    from . import control
+
     async def go(store: Store) -> int:
         job = await control.resolve_run(store, args.run_id)
         settings = Settings.from_env()
@@ -390,6 +430,12 @@ async def cmd_logs(args) -> int:
 
 
 async def cmd_status(args) -> int:
+    from swarmkit.store import merged_view, store_now
+    from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
+
+    from . import control
+    from .report import clock_warning, runs_table
+
     positional = list(args.args)
     run_ref = None
     args.workspace = None
@@ -442,6 +488,8 @@ async def cmd_status(args) -> int:
 
 
 def describe_store_fault(exc: BaseException, args) -> str:
+    from swarmkit.store import StoreError, describe_db_error, resolve_store
+
     try:
         loc = resolve_store(getattr(args, "store", None), getattr(args, "workspace", None))
     except StoreError:
@@ -473,7 +521,6 @@ COMMANDS: dict[str, Callable[[Any], Coroutine[Any, Any, int]]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit")
     parser = build_parser()
     # argparse fills a `*` positional from one contiguous stretch only, so
     # `run flow.toml --input k=v WORKSPACE` would leave WORKSPACE over.
@@ -485,6 +532,12 @@ def main(argv: list[str] | None = None) -> int:
             args.workspace = extra[0]
         else:
             parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, NoStoreError, StoreError, StoreUrlError
+    from swarmkit.store.engine import log_to_stderr
+
+    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit")
     try:
         return asyncio.run(COMMANDS[args.verb](args))
     except UsageError as exc:

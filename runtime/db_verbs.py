@@ -6,9 +6,6 @@ import argparse
 import json
 from collections.abc import Callable
 
-from swarmkit.store import Store, resolve_store
-from swarmkit.store.schema import schema_state
-
 from .text import plain
 
 
@@ -28,6 +25,10 @@ def add_db_parser(sub, common: Callable[[argparse.ArgumentParser], None]) -> Non
 
 
 async def cmd_db(args) -> int:
+    # Here, not at the top: `swarmkit --help` builds this parser and loads no store code.
+    from swarmkit.store import Store, resolve_store
+    from swarmkit.store.schema import schema_state
+
     args.store = args.store or args.db_store
     if args.db_verb == "upgrade":
         store = await Store.open(args.store, args.workspace, create=True, upgrade=True)
@@ -44,7 +45,7 @@ async def cmd_db(args) -> int:
             print(f"upgraded the store {shown} from schema revision {before} to {after}.")
         return 0
     loc = resolve_store(args.store, args.workspace)
-    store = await Store.open(loc=loc, create=False, upgrade=False, migrate=False)
+    store = await Store.open(loc=loc, create=False, upgrade=False, migrate=False, inline=True)
     try:
         state = await schema_state(store.engine, store.loc)
     finally:

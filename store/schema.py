@@ -16,16 +16,19 @@ open may do is the caller's choice (`Store.open(create=, upgrade=)`):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import StoreError, StoreLocation, write_tx
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Any fixed number: it only has to be the same in every Swarmkit process.
@@ -45,19 +48,47 @@ class NoStoreError(StoreError):
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
-def _script() -> ScriptDirectory:
-    return ScriptDirectory.from_config(_config())
+_REVISION_LINE = re.compile(r"""^(revision|down_revision)\s*(?::[^=\n]*)?=\s*(?:['"]([^'"]+)['"]|None)\s*$""", re.M)
+
+
+@cache
+def known_revisions() -> dict[str, str | None]:
+    """Each revision of migrations/versions and the one it follows, read from the files' own lines.
+
+    Only a migration loads Alembic (its import and its script folder cost a
+    one-shot verb more than its work, issue 13); which revision is the head
+    is a fact of these files, read here. tests/test_schema_and_open.py checks
+    that Alembic reads the same.
+    """
+    found: dict[str, str | None] = {}
+    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
+        names = dict((m[1], m[2]) for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8")))
+        if names.get("revision"):
+            found[names["revision"]] = names.get("down_revision")
+    return found
 
 
 def head_revision() -> str:
-    head = _script().get_current_head()
-    assert head is not None
-    return head
+    """The revision no other follows: the schema this code wants."""
+    revisions = known_revisions()
+    heads = set(revisions) - {down for down in revisions.values() if down}
+    if len(heads) != 1:
+        raise StoreError(f"the migrations in {MIGRATIONS} have {len(heads)} heads ({', '.join(sorted(heads))}); expected one")
+    return heads.pop()
+
+
+def _current_revision(conn: Connection, tables: list[str]) -> str | None:
+    """What `alembic_version` holds (what Alembic's MigrationContext reads), by plain SQL."""
+    if "alembic_version" not in tables:
+        return None
+    return conn.scalar(text("SELECT version_num FROM alembic_version"))
 
 
 @dataclass(frozen=True)
@@ -78,16 +109,16 @@ class SchemaState:
 
 
 def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
-    script = _script()
     head = head_revision()
-    known = {rev.revision for rev in script.walk_revisions()}
+    known = set(known_revisions())
     if schema is not None and not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
         return SchemaState(None, head, None, True, False, None)
-    current = MigrationContext.configure(conn).get_current_revision()
+    tables = inspect(conn).get_table_names()
+    current = _current_revision(conn, tables)
     if current is None:
-        return SchemaState(None, head, None, True, False, None, tuple(sorted(inspect(conn).get_table_names())))
+        return SchemaState(None, head, None, True, False, None, tuple(sorted(tables)))
     facts: dict[str, str] = {}
-    if current is not None and "swarmkit_meta" in inspect(conn).get_table_names():
+    if "swarmkit_meta" in tables:
         facts = {k: v for k, v in conn.execute(text("SELECT key, value FROM swarmkit_meta"))}
     min_writer = facts.get("min_writer")
     is_known = current is None or current in known
@@ -133,7 +164,7 @@ def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool, pos
 def _migrate(conn: Connection, display: str) -> None:
     from alembic import command
 
-    if MigrationContext.configure(conn).get_current_revision() is None:
+    if _current_revision(conn, inspect(conn).get_table_names()) is None:
         _refuse_foreign(sorted(inspect(conn).get_table_names()), display, conn.dialect.name == "postgresql")
     cfg = _config()
     cfg.attributes["connection"] = conn
