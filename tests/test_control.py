@@ -134,9 +134,12 @@ async def test_an_ambiguous_prefix_lists_the_candidates(store_url, workspace: Pa
 
 def test_stop_twice_rereports_and_resume_clears(cli: Cli, tmp_path: Path):
     gates = tmp_path / "gates"
-    flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "wait"\ncommand = "{hold(gates, "wait")}"\n[[agents]]\nname = "after"\ncommand = "true"\n')
+    began = tmp_path / "began"
+    flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "wait"\ncommand = "touch {began}; {hold(gates, "wait")}"\n[[agents]]\nname = "after"\ncommand = "true"\n')
     proc = cli.start("run", str(flow))
     short = proc.stdout.readline().split()[0]
+    # In flight, so that both stops find it running (a stop before the first boundary parks it at once).
+    wait_for(began.exists, what="the first agent to start")
     first = cli.call("stop", short, env={"SWARMKIT_ACTOR": "alice@desk"})
     second = cli.call("stop", short, env={"SWARMKIT_ACTOR": "bob@desk"})
     release(gates, "wait")
