@@ -346,13 +346,15 @@ class MainScreen(Screen):
 
     async def _read_detail(self, key: str):
         store = await self.link.get()
-        async with store.read() as conn:
-            job = await conn.run_sync(get_job, key)
-            cps = await conn.run_sync(checkpoints_for, key)
-            trail = await conn.run_sync(audit_for, key)
-            wss = (await conn.run_sync(workspaces_for, [key]))[key]
-            recent = await conn.run_sync(events_before, key, None, 50) if job is not None and job.status == "queued" else []
-        return job, cps, trail, wss, recent
+
+        def read(conn):
+            job = get_job(conn, key)
+            recent = events_before(conn, key, None, 50) if job is not None and job.status == "queued" else []
+            return job, checkpoints_for(conn, key), audit_for(conn, key), workspaces_for(conn, [key])[key], recent
+
+        # One transaction through run_read, as the poll reads: on SQLite the console's
+        # first screen makes no async engine (see Store.engine).
+        return await store.run_read(read)
 
     @work(group="detail")
     async def _load_detail(self) -> None:

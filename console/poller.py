@@ -41,6 +41,7 @@ from swarmkit.store.queries import (
     ChangeMarker,
     change_marker,
     count_live_workers,
+    current_counts,
     get_job,
     get_jobs,
     jobs_changed_after,
@@ -49,7 +50,6 @@ from swarmkit.store.queries import (
     running_active_since,
     shown_running_counts,
     skewed_workers,
-    status_counts,
     updated_between,
 )
 from swarmkit.store.records import STALL_AFTER, JobRecord
@@ -107,7 +107,7 @@ class _Read:
     marker: ChangeMarker | None = None
     full: bool = False
     rows: list[JobRecord] = field(default_factory=list)  # full: everything shown; else: what changed
-    counts: dict[str, int] | None = None  # full reads: every status and its count
+    counts: dict[str, int] | None = None  # full reads: the active statuses, and the runs ended within LINGER
     running: list[JobRecord] = field(default_factory=list)
     focus: JobRecord | None = None
     workers: int = 0
@@ -146,9 +146,10 @@ class Poller:
         # last_event_at moved after it, less SKEW, are read again.
         self._last_read_at: datetime | None = None
         self._workers = 0
-        # Counts: the active statuses as of the last change; the ended ones as
-        # of the last full read, plus the runs seen ending since (an ended run
-        # never changes again).
+        # Counts: the active statuses as of the last change; the runs ended
+        # within LINGER as of the last full read, plus the runs seen ending
+        # since (an ended run never changes again). Never the whole history:
+        # counting it walked every run (store.queries.current_counts).
         self._active_counts: dict[str, int] = {}
         self._ended_counts: dict[str, int] = {}
         self._ended_since: dict[str, str] = {}
@@ -302,7 +303,7 @@ class Poller:
         if full:
             got.full = True
             got.rows = list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER)
-            got.counts = status_counts(conn)
+            got.counts = current_counts(conn, plan.now - self.linger)
             if plan.text_filter is not None:
                 got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
         elif plan.event_since is not None:

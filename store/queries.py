@@ -342,6 +342,26 @@ def status_counts(conn: Connection) -> dict[str, int]:
     return {status: int(n) for status, n in conn.execute(_STATUS_COUNTS)}
 
 
+_ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(sorted(ACTIVE_STATUSES))).group_by(jobs.c.status)
+# Counted here, not by GROUP BY: grouping makes SQLite walk the status index instead of the updated_at range.
+_ENDED_SINCE = select(jobs.c.status).where(jobs.c.updated_at >= bindparam("since", type_=UTCDateTime), jobs.c.status.not_in(sorted(ACTIVE_STATUSES)))
+
+
+def current_counts(conn: Connection, ended_since: datetime) -> dict[str, int]:
+    """The active statuses and their counts, and the runs that ended since `ended_since`, by status.
+
+    Neither walks the history: the active rows are a range of the status index
+    each (what is active, at any size of store), and an ended run's last update
+    is its end, so the recent ones are a range of the `updated_at` index. The
+    console's header counts these (`status_counts` walked every run: 111 ms at
+    a million, at first paint and every full read; issue 12).
+    """
+    counts = {status: int(n) for status, n in conn.execute(_ACTIVE_COUNTS)}
+    for (status,) in conn.execute(_ENDED_SINCE, {"since": ended_since}):
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
 
 # --- Added for the operator console (read-only) -------------------------------
 

@@ -90,16 +90,24 @@ class Store:
     polls or serves must not: a busy store would stall its event loop.
     """
 
-    def __init__(self, loc: StoreLocation, engine: AsyncEngine):
+    def __init__(self, loc: StoreLocation, engine: AsyncEngine | None):
         self.loc = loc
-        self.engine = engine
-        sync = getattr(engine, "sync_engine", None)
+        self._engine = engine
         self.inline = isinstance(engine, InlineEngine)
-        self._sync_engine: Engine | None = sync if self.inline else None
+        self._sync_engine: Engine | None = getattr(engine, "sync_engine", None) if self.inline else None
         self._executor: ThreadPoolExecutor | None = None
         # (device, inode) of the SQLite file this process opened, checked before every write.
         self._file: tuple[int, int] | None = None
         self.schema_change: tuple[str | None, str] | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The async engine, made at first use: on SQLite a process that only polls through
+        `run_read` (the console's first paint) never loads SQLAlchemy's asyncio layer and the
+        ORM under it, nor aiosqlite (a fifth of a second; issue 12)."""
+        if self._engine is None:
+            self._engine = make_engine(self.loc, create=False)
+        return self._engine
 
     @classmethod
     async def open(
@@ -121,8 +129,13 @@ class Store:
             loc = read_only_location(loc)
         if loc.is_sqlite:
             identity.check_not_gone(loc, create)
-        engine = make_engine(loc, create=create, inline=inline)
-        self = cls(loc, engine)
+        # On SQLite the open's own statements run inline, on this thread (nothing
+        # else of this store runs yet); that engine then serves `run_read` and
+        # `run_write` on the store's thread, and the async one is made when first used.
+        engine = make_engine(loc, create=create, inline=loc.is_sqlite)
+        self = cls(loc, engine if inline or not loc.is_sqlite else None)
+        if not self.inline and loc.is_sqlite:
+            self._sync_engine = engine.sync_engine
         try:
             if migrate:
                 self.schema_change = await ensure_schema(engine, loc, create=create, upgrade=upgrade)
@@ -161,14 +174,18 @@ class Store:
         if self._executor is not None:
             ex, self._executor = self._executor, None
             await asyncio.get_running_loop().run_in_executor(ex, self._close_thread_conns)
-            self._sync_engine = None
             ex.shutdown(wait=False)
-        await self.engine.dispose()
+        elif self._sync_engine is not None:
+            self._sync_engine.dispose()
+        self._sync_engine = None
+        if self._engine is not None:
+            await self._engine.dispose()
 
     def _sqlite_thread(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swarmkit-sqlite")
-            self._sync_engine = make_sync_engine(self.loc)
+            if self._sync_engine is None:
+                self._sync_engine = make_sync_engine(self.loc)
         return self._executor
 
     def _thread_conn(self, write: bool) -> Connection:

@@ -161,6 +161,7 @@ class RunTable(ScrollView, can_focus=True):
         self._widths = [len(title) for _, title, _ in COLUMNS]
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
+        self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, list[Segment]]]] = {}
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
         self._base: Style | None = None  # the widget's own rich style, until its styles change
@@ -233,6 +234,7 @@ class RunTable(ScrollView, can_focus=True):
                 del self._shown[key]
                 self._strips.pop(key, None)
                 self._cells.pop(key, None)
+                self._cell_segments.pop(key, None)
             keep = [i for i, k in enumerate(self._order) if k in wanted]
             self._order = [self._order[i] for i in keep]
             self._sort_keys = [self._sort_keys[i] for i in keep]
@@ -382,7 +384,12 @@ class RunTable(ScrollView, can_focus=True):
         cached = self._cells.get(row.key)
         if cached is not None and cached[0] == shown:
             return cached[1]
-        cells = [_cell(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
+        if cached is None:
+            cells = [_cell(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
+        else:
+            # A live run changes a cell or two a poll (its usage, an age): the others keep their Text.
+            before, old = cached
+            cells = [cell if value == was else _cell(col, value) for (col, _, _), value, was, cell in zip(COLUMNS, shown, before, old)]
         self._cells[row.key] = (shown, cells)
         return cells
 
@@ -424,6 +431,7 @@ class RunTable(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._cell_segments.clear()
         self._header = None
         self._base = None
 
@@ -574,21 +582,32 @@ class RunTable(ScrollView, can_focus=True):
         style = self._base_style
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
-        strip = self._line(self._cells_of(row), style)
+        strip = self._line(self._cells_of(row), style, self._cell_segments.setdefault(key, {}))
         self._strips[key] = (sig, strip)
         return strip
 
-    def _line(self, cells: Sequence[Text], style: Style) -> Strip:
+    def _line(self, cells: Sequence[Text], style: Style, kept: dict[int, tuple[Text, int, Style, list[Segment]]] | None = None) -> Strip:
+        """One line of cells. `kept`: the row's rendered cells, by column, reused while cell, width and style are the same.
+
+        A live run's row changes a cell or two a second (its usage, an age):
+        rendering only those through Rich is most of what idle costs."""
         console = self.app.console
         segments: list[Segment] = []
         pad = Segment(" " * PAD, style)
-        for cell, width in zip(cells, self._widths):
+        for i, (cell, width) in enumerate(zip(cells, self._widths)):
+            done = kept.get(i) if kept is not None else None
+            if done is not None and done[0] is cell and done[1] == width and done[2] == style:
+                segments.extend(done[3])
+                continue
             text = cell.copy()
             text.truncate(width, overflow="ellipsis", pad=True)
-            segments.append(pad)
+            rendered = [pad]
             for seg in text.render(console, end=""):
-                segments.append(Segment(seg.text, style + seg.style if seg.style else style))
-            segments.append(pad)
+                rendered.append(Segment(seg.text, style + seg.style if seg.style else style))
+            rendered.append(pad)
+            if kept is not None:
+                kept[i] = (cell, width, style, rendered)
+            segments.extend(rendered)
         return Strip(segments, self._total_width()).simplify()
 
 
