@@ -189,7 +189,8 @@ class MainScreen(Screen):
         else:
             self._retry_delay = None
             self._apply(snap)
-            delay = self.poll_interval
+            # A first read of the newest runs only: the rest comes right after the first paint.
+            delay = 0.05 if snap.partial else self.poll_interval
         self.polls += 1
         if self._poll_again:
             self._poll_again = False

@@ -67,6 +67,10 @@ LINGER = timedelta(minutes=10)
 # changed in place by a writer whose clock lags ours by more than SKEW).
 FULL_EVERY_S = 30.0
 SKEW = timedelta(seconds=5)
+# The first read of a poller takes the newest this many active runs and ended
+# ones: a screenful and more, shown at once; the next poll, right after it,
+# reads everything (first paint on a 100,000-run store; issue 12).
+PEEK = 200
 # The window of a store holding fewer ended runs than ENDED_BOUND: every row.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -83,6 +87,7 @@ class Snapshot:
     lost_check: str | None = None  # why lost detection did not run, if it did not
     all_ended: bool = field(default=False)
     clock_warning: str | None = None  # workers whose clocks are off the store's, in words
+    partial: bool = False  # a first read of the newest runs only: poll again at once for the rest
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class _Plan:
     window_after: datetime | None
     event_since: datetime | None
     focus: str | None
+    peek: bool = False  # the first read: the newest PEEK runs of each kind
 
 
 @dataclass
@@ -114,6 +120,7 @@ class _Read:
     narrow: list[tuple[str, datetime]] = field(default_factory=list)  # (id, updated_at) of the skew window
     skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
     shown_counts: dict[str, int] = field(default_factory=dict)  # filtered full reads: the store's stopping/cancelling/stalled
+    partial: bool = False  # a peek that did not hold everything
 
 
 class Poller:
@@ -239,6 +246,7 @@ class Poller:
             lost_check=lost_check,
             all_ended=show_ended,
             clock_warning=clock_warning(got.skewed),
+            partial=got.partial,
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:
@@ -259,6 +267,7 @@ class Poller:
             window_after=self._window_after if unfiltered else None,
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
+            peek=self._marker is None and text_filter is None,
         )
 
     async def _read(self, store: Store, plan: _Plan) -> _Read:
@@ -302,7 +311,14 @@ class Poller:
                 got.rows = changed + get_jobs(conn, missed)
         if full:
             got.full = True
-            got.rows = list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER)
+            limit = PEEK if plan.peek else None
+            got.rows = list_jobs(
+                conn, include_ended=True, ended_limit=min(PEEK, self.ended_bound) if plan.peek else self.ended_bound,
+                text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER, active_limit=limit,
+            )
+            if plan.peek:
+                active = sum(1 for j in got.rows if j.status in ACTIVE_STATUSES)
+                got.partial = active < marker.active or len(got.rows) - active >= min(PEEK, self.ended_bound)
             got.counts = current_counts(conn, plan.now - self.linger)
             if plan.text_filter is not None:
                 got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
@@ -325,7 +341,8 @@ class Poller:
             self._reset(got.rows, got.marker)
             if got.focus is not None and got.focus.id in self._cache:
                 self._put(got.focus)
-            self._last_full = time.monotonic()
+            # After a partial first read, the next poll reads everything.
+            self._last_full = float("-inf") if got.partial else time.monotonic()
             counts = got.counts or {}
             self._shown_active = dict(got.shown_counts)
             self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}

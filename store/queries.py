@@ -115,7 +115,7 @@ def shown_status(stall_cutoff: datetime):
     )
 
 
-def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None, stall_cutoff: datetime | None = None):
+def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None, stall_cutoff: datetime | None = None, active_limit: int | None = None):
     cond = []
     if text_filter:
         like = "%" + text_filter.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -126,7 +126,7 @@ def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | N
             | (status.ilike(like, escape="\\"))
             | (jobs.c.current_node.ilike(like, escape="\\"))
         )
-    stmts = [select(*_JOB_COLS).where(jobs.c.status.in_(_ACTIVE), *cond).order_by(jobs.c.created_at.desc())]
+    stmts = [select(*_JOB_COLS).where(jobs.c.status.in_(_ACTIVE), *cond).order_by(jobs.c.created_at.desc()).limit(active_limit)]
     if include_ended:
         stmts.append(
             select(*_JOB_COLS)
@@ -144,10 +144,12 @@ def list_jobs(
     ended_limit: int = 200,
     text_filter: str | None = None,
     stall_cutoff: datetime | None = None,
+    active_limit: int | None = None,
 ) -> list[JobRecord]:
-    """Active runs (all of them), then the most recent ended ones, bounded. A filter matches the shown status."""
+    """Active runs (all of them, or the `active_limit` newest), then the most recent ended ones, bounded.
+    A filter matches the shown status."""
     out: list[JobRecord] = []
-    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter, stall_cutoff):
+    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter, stall_cutoff, active_limit):
         out.extend(_job(r) for r in conn.execute(stmt))
     return out
 
