@@ -148,6 +148,7 @@ class Poller:
         self._filter: str | None = None
         self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
+        self._partial = False
         self._lock = asyncio.Lock()
         # When the previous poll read the store (our clock): running rows whose
         # last_event_at moved after it, less SKEW, are read again.
@@ -343,6 +344,7 @@ class Poller:
                 self._put(got.focus)
             # After a partial first read, the next poll reads everything.
             self._last_full = float("-inf") if got.partial else time.monotonic()
+            self._partial = got.partial
             counts = got.counts or {}
             self._shown_active = dict(got.shown_counts)
             self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
@@ -470,7 +472,8 @@ class Poller:
             counts.pop(status, None)
         # Unfiltered, every active run is held (and the marker checked it):
         # their count needs no query. Filtered, the last full read's.
-        counts.update(self._held_counts if self._filter is None else self._active_counts)
+        # A partial first read holds only the newest: the store's counts, read with it.
+        counts.update(self._held_counts if self._filter is None and not self._partial else self._active_counts)
         return counts
 
     def _view(self, now: datetime, show_ended: bool) -> tuple[JobRecord, ...]:

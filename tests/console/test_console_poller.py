@@ -196,3 +196,30 @@ def test_the_counts_read_index_ranges_not_every_run(sqlite_url, workspace):
 
     found = asyncio.run(plans())
     assert found and all(p.startswith("SEARCH jobs USING") for p in found), found
+
+
+async def test_the_first_poll_of_a_big_store_shows_the_newest_runs_and_the_next_reads_the_rest(store_url, workspace, fast_env):
+    from sqlalchemy import insert
+
+    from swarmkit.console.poller import PEEK
+
+    await init_store(store_url, workspace)
+    now = store_now()
+    rows = [dict(id=f"{i:032x}", flow="bulk", flow_source="", inputs="{}", status="queued", created_at=now - timedelta(seconds=i),
+                 updated_at=now - timedelta(seconds=i), cancel_keep=False, epoch=0, step=0, steps=1, tokens=0, cost=0.0) for i in range(PEEK + 50)]
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.write() as conn:
+            await conn.execute(insert(jobs), rows)
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=2)
+    try:
+        first = await poller.poll()
+        assert first.partial and [j.id for j in first.jobs] == [r["id"] for r in rows[:PEEK]]  # the newest, in order
+        assert first.counts == {"queued": PEEK + 50}  # the counts are whole at once
+        second = await poller.poll()
+        assert second.full and not second.partial and len(second.jobs) == PEEK + 50
+    finally:
+        await link.close()
