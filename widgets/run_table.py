@@ -24,7 +24,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -162,6 +162,7 @@ class RunTable(ScrollView, can_focus=True):
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
         self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, list[Segment]]]] = {}
+        self._dirty_lines: set[int] = set()  # screen lines to repaint at the next flush
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
         self._base: Style | None = None  # the widget's own rich style, until its styles change
@@ -260,6 +261,7 @@ class RunTable(ScrollView, can_focus=True):
             self._resize()
             self.refresh()
         updated += self.refresh_visible(skip=fresh)
+        self._flush_lines()
         self._announce()
         return TableChange(added, removed, updated, False)
 
@@ -395,11 +397,8 @@ class RunTable(ScrollView, can_focus=True):
 
     def _refresh_key(self, key: str) -> None:
         index = self._positions().get(key)
-        if index is None:
-            return
-        y = index - int(self.scroll_y) + 1
-        if 1 <= y < self.size.height:
-            self.refresh_line(y)
+        if index is not None:
+            self._refresh_row_index(index)
 
     def visible_keys(self) -> list[str]:
         """The runs whose rows are on screen now."""
@@ -420,6 +419,7 @@ class RunTable(ScrollView, can_focus=True):
             row = self.row_source(key)
             if row is not None and key in self._shown:
                 n += self._update(row)
+        self._flush_lines()
         return n
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
@@ -447,13 +447,23 @@ class RunTable(ScrollView, can_focus=True):
         if old != row:
             self._refresh_row_index(old)
             self._refresh_row_index(row)
+            self._flush_lines()
         self._scroll_cursor_into_view()
         self._announce()
 
     def _refresh_row_index(self, index: int) -> None:
+        # The screen line of the row (the header is line 0). `ScrollView.refresh_line`
+        # takes a line of the virtual view and would subtract the scroll a second time.
         y = index - int(self.scroll_y) + 1
         if 1 <= y < self.size.height:
-            self.refresh_line(y)
+            self._dirty_lines.add(y)
+
+    def _flush_lines(self) -> None:
+        """Repaint the lines marked since the last flush, in one refresh."""
+        if self._dirty_lines:
+            width = self.size.width
+            self.refresh(*(Region(0, y, width, 1) for y in sorted(self._dirty_lines)))
+            self._dirty_lines.clear()
 
     def _scroll_cursor_into_view(self) -> None:
         rows_shown = max(1, self.scrollable_content_region.height - 1)
