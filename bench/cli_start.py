@@ -43,10 +43,10 @@ from swarmkit.store.models import jobs
 
 # main before the start-up work (issue 13 item 1).
 BASELINE_REV = "15c5571"
-# Measured on main at BASELINE_REV with this script, 2026-12-01, on this project's machine
-# (2 vCPUs AMD EPYC, Python 3.11.7, SQLite 3.40.1), load average about 1: used when no
-# baseline can be run (no git checkout).
-RECORDED = {"--help": 557.0, "--version": 545.0, "status": 654.0, "stop ID": 655.0}
+# main at BASELINE_REV, measured with this script (--reps 9) on 2026-12-01 on this project's
+# machine (2 vCPUs AMD EPYC, Python 3.11.7, SQLite 3.40.1, load average 1.4; python -c pass
+# 24 ms there): used when no baseline can be run (no git checkout).
+RECORDED = {"--help": 624.0, "--version": 787.0, "status": 801.0, "stop ID": 691.0}
 HELP_TARGET = 3.0  # x python -c pass
 ACT_TARGET = 0.35  # x the baseline
 
