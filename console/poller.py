@@ -149,6 +149,7 @@ class Poller:
         self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
         self._partial = False
+        self._peeked = False  # only the first read peeks; a read after a fault reads everything
         self._lock = asyncio.Lock()
         # When the previous poll read the store (our clock): running rows whose
         # last_event_at moved after it, less SKEW, are read again.
@@ -268,7 +269,7 @@ class Poller:
             window_after=self._window_after if unfiltered else None,
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
-            peek=self._marker is None and text_filter is None,
+            peek=not self._peeked and text_filter is None,
         )
 
     async def _read(self, store: Store, plan: _Plan) -> _Read:
@@ -345,6 +346,7 @@ class Poller:
             # After a partial first read, the next poll reads everything.
             self._last_full = float("-inf") if got.partial else time.monotonic()
             self._partial = got.partial
+            self._peeked = True
             counts = got.counts or {}
             self._shown_active = dict(got.shown_counts)
             self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
