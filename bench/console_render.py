@@ -125,7 +125,8 @@ async def apply_times(kind: str, url: str, ws: str, reps: int, changed: int) -> 
     async with app.run_test(size=SIZE) as pilot:
         screen = app.screen
         deadline = time.monotonic() + 60
-        while not (isinstance(screen, MainScreen) and screen.polls >= 1) and time.monotonic() < deadline:
+        # Past the first read of the newest runs only (Snapshot.partial): every row is held.
+        while not (isinstance(screen, MainScreen) and screen.snapshot is not None and not screen.snapshot.partial) and time.monotonic() < deadline:
             await pilot.pause(0.01)
             screen = app.screen
         assert isinstance(screen, MainScreen)
