@@ -65,6 +65,10 @@ KINDS = {
 }
 
 
+# Agents inherit only what their flow lists (runtime/agent_env.py): the pid folder is passed by name.
+PASS_ENV = 'env = ["BENCH_PIDS_DIR"]\n'
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -116,7 +120,7 @@ def wait(pred, timeout: float, what: str) -> None:
 
 def one_cancel(url: str, ws: Path, kind: str, env: dict[str, str], tries: int) -> list[float]:
     flow = ws / f"k{abs(hash(kind)) % 10**6}.toml"
-    flow.write_text(f'name = "contain"\n[[agents]]\nname = "a"\n{KINDS[kind]}\n')
+    flow.write_text(f'name = "contain"\n{PASS_ENV}[[agents]]\nname = "a"\n{KINDS[kind]}\n')
     worker = subprocess.Popen([sys.executable, "-m", "swarmkit.runtime.cli", "worker", "--store", url, "--concurrency", "2", str(ws)], env=env, stdout=subprocess.DEVNULL, stderr=open(ws / "worker.err", "a"))
     out: list[float] = []
     try:
@@ -147,7 +151,7 @@ def one_cancel(url: str, ws: Path, kind: str, env: dict[str, str], tries: int) -
 
 def one_freeze(url: str, ws: Path, env: dict[str, str], tries: int, lease: float) -> list[float]:
     flow = ws / "freeze.toml"
-    flow.write_text('name = "freeze"\n[[agents]]\nname = "a"\ncommand = "echo $$ >> $BENCH_PIDS_DIR/$SWARMKIT_RUN_ID; sleep 600"\n')
+    flow.write_text(f'name = "freeze"\n{PASS_ENV}[[agents]]\nname = "a"\ncommand = "echo $$ >> $BENCH_PIDS_DIR/$SWARMKIT_RUN_ID; sleep 600"\n')
     out = []
     for i in range(tries):
         worker = subprocess.Popen([sys.executable, "-m", "swarmkit.runtime.cli", "worker", "--store", url, str(ws)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

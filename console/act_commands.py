@@ -1,4 +1,4 @@
-"""The command palette's acts and views, for the run under the cursor."""
+"""The command palette's acts and views, for the marked runs or the one under the cursor."""
 
 from __future__ import annotations
 

@@ -8,31 +8,51 @@ from collections.abc import Callable
 from datetime import datetime
 
 from textual.app import App
+from textual.theme import Theme
 
 from swarmkit.runtime.settings import Settings
 from swarmkit.store.clock import store_now
+from swarmkit.widgets.status_look import use_theme
 
 from .config import ConsoleConfig
 from .main_screen import MainScreen
+from .user_settings import save_theme, saved_theme
 
 
 class ConsoleApp(App[None]):
     TITLE = "swarmkit-console"
     CSS_PATH = "console.tcss"
+    # Classes on each screen by the terminal's height: the main screen's layout
+    # follows them (console.tcss), so that 80x24 shows a dozen rows and more.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
-    def __init__(self, config: ConsoleConfig) -> None:
+    def __init__(self, config: ConsoleConfig, theme: str | None = None) -> None:
         super().__init__()
         self.config = config
         if config.read_only:
             self.sub_title = "read-only"
+        # `--theme`, else the last one chosen, else Textual's default.
+        chosen = theme or saved_theme()
+        if chosen in self.available_themes:
+            self.theme = chosen
+        use_theme(self.get_css_variables())
 
     def on_mount(self) -> None:
+        # Only a choice made here (the palette's theme picker) is kept for next time.
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.config))
         # What start-up made (modules, the app, its widgets) lives as long as the
         # console: out of the cyclic collector's way, a full collection walks
         # only what came after, not a few hundred thousand objects each time
         # (pauses of a tenth of a second and more, measured in bench/logs.py).
         self.call_after_refresh(gc.freeze)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        use_theme(self.get_css_variables())
+        save_theme(theme.name)
+        for screen in self.screen_stack:
+            for widget in screen.query("RunTable, StateCounts, RunDetail"):
+                widget.restyle()  # type: ignore[attr-defined]
 
 
 def make_app(
@@ -44,6 +64,7 @@ def make_app(
     poll_interval: float = 1.0,
     lease_s: float | None = None,
     detect_lost: bool = True,
+    theme: str | None = None,
 ) -> ConsoleApp:
     """The console on a store; the CLI and the tests both build it here. Nothing is opened until it runs."""
     config = ConsoleConfig(
@@ -55,4 +76,4 @@ def make_app(
         lease_s=lease_s if lease_s is not None else Settings.from_env().lease_s,
         detect_lost=detect_lost,
     )
-    return ConsoleApp(config)
+    return ConsoleApp(config, theme=theme)

@@ -10,16 +10,16 @@ import signal
 import sys
 
 from swarmkit.runtime import control
+from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.report import clock_warning, runs_table
-from swarmkit.runtime.settings import Settings, version
+from swarmkit.runtime.settings import Settings
 from swarmkit.runtime.text import plain
+from swarmkit.runtime.version_action import VersionAction
 from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, masked, resolve_store
 from swarmkit.store.clock import store_now
 from swarmkit.store.engine import log_to_stderr
 from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
-from swarmkit.store.records import merged_view
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+from swarmkit.store.records import merged_view, run_list
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
-    p.add_argument("--version", action="version", version=f"swarmkit-console {version()}")
+    p.add_argument("--theme", metavar="NAME", help="a Textual theme, e.g. textual-light (default: the last one chosen in the palette)")
+    p.add_argument("--version", action=VersionAction)
     return p
 
 
@@ -69,7 +70,7 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
         stale = store.loc.stale_warning
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
-            doc = {"schema": 1, "store": store.loc.display, "runs": [merged_view(j, wss.get(j.id, []), now) for j in jobs]}
+            doc = run_list([merged_view(j, wss.get(j.id, []), now) for j in jobs], store=store.loc.display)
             if warning:
                 doc["clock_warning"] = warning
             if stale:
@@ -80,20 +81,20 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
                 err(f"{store.loc.display}: {stale}")
             print(f"store: {plain(store.loc.display)}")
             if warning:
-                print(f"warning: {plain(warning)}")
+                err(f"warning: {warning}")
             # Every line once more through plain(): no column may carry an escape sequence.
             print("\n".join(plain(line) for line in runs_table(jobs, now).split("\n")))
     finally:
         await store.close()
-    return EXIT_OK
+    return ExitCode.OK
 
 
-def run_console(store: str | None, workspace: str | None, *, read_only: bool, poll: float) -> int:
+def run_console(store: str | None, workspace: str | None, *, read_only: bool, poll: float, theme: str | None = None) -> int:
     from .app import make_app
 
-    app = make_app(store, workspace, read_only=read_only, poll_interval=poll)
+    app = make_app(store, workspace, read_only=read_only, poll_interval=poll, theme=theme)
     app.run()
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_demo(argv: list[str]) -> int:
@@ -122,7 +123,7 @@ def run_demo(argv: list[str]) -> int:
         f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)",
         flush=True,
     )
-    return EXIT_OK if problem is None else EXIT_FAIL
+    return ExitCode.OK if problem is None else ExitCode.FAILED
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,32 +139,43 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.json and not args.once:
         print("swarmkit-console: --json goes with --once", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.poll <= 0:
         print("swarmkit-console: --poll must be more than zero seconds", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         resolve_store(args.store, args.workspace)
     except StoreUrlError as exc:
         err(str(exc))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.once:
         try:
             return asyncio.run(dump_once(args.store, args.workspace, args.json))
         except NoStoreError as exc:
             err(str(exc))
-            return EXIT_USAGE
+            return ExitCode.USAGE
         except StoreError as exc:
             err(str(exc))
-            return EXIT_FAIL
+            return ExitCode.FAILED
         except STORE_FAULTS as exc:
             err(f"store error: {exc}")
-            return EXIT_FAIL
+            return ExitCode.FAILED
+    if args.theme is not None and (problem := theme_problem(args.theme)):
+        err(problem)
+        return ExitCode.USAGE
     problem = probe_store(args.store, args.workspace)
     if problem is not None:
         err(problem)
-        return EXIT_USAGE
-    return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll)
+        return ExitCode.USAGE
+    return run_console(args.store, args.workspace, read_only=args.read_only, poll=args.poll, theme=args.theme)
+
+
+def theme_problem(name: str) -> str | None:
+    from textual.theme import BUILTIN_THEMES
+
+    if name in BUILTIN_THEMES:
+        return None
+    return f"no theme {plain(name, 40)!r}; the themes are: {', '.join(sorted(BUILTIN_THEMES))}"
 
 
 def probe_store(store_url: str | None, workspace: str | None) -> str | None:

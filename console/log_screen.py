@@ -15,8 +15,10 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from swarmkit.runtime.event_follower import FAST, EventFollower, FollowedBatch
+from swarmkit.runtime.steps import step_words
 from swarmkit.store import masked
-from swarmkit.store.queries import count_events_between, events_after, events_before, find_event_before, get_job
+from swarmkit.store.queries import count_events_between, events_before, find_event_before, get_job
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.log_tail import LogTail
 from swarmkit.widgets.safe_text import safe
@@ -30,13 +32,8 @@ log = logging.getLogger("swarmkit.console")
 # The first screenful comes from one indexed read of the newest events,
 # however long the log is; older pages are read as the reader scrolls up.
 PAGE = 500
-FOLLOW_BATCH = 2000
-# While lines keep coming the log is read this often (an index range read,
-# one hop to the store's thread); each read that finds nothing doubles the
-# wait, up to the poll interval. A writer of 10,000 lines a second is shown
-# within a quarter of a second (bench/logs.py); a quiet run costs one read a
-# poll interval.
-FOLLOW_FAST = 0.05
+# New lines are read by runtime/event_follower.py: fast while they come, backing off to the poll interval.
+FOLLOW_FAST = FAST
 # A search pages older lines in until it finds a match, up to this many.
 SEARCH_REACH = 100_000
 
@@ -60,7 +57,7 @@ class LogScreen(Screen):
         self.search_note = ""
         self._loading_older = False
         self._timer: Timer | None = None
-        self._follow_delay = FOLLOW_FAST
+        self._follower = EventFollower(job.id, slow=poll_interval)
         self._closing = False
 
     def compose(self) -> ComposeResult:
@@ -92,8 +89,7 @@ class LogScreen(Screen):
         out.append(safe(job.flow, 60) + "  ")
         out.append_text(status_text(job.display_status(self.clock())))
         if job.current_node:
-            out.append(f"  at {min(job.step + 1, job.steps) if job.status != 'completed' else job.step}/{job.steps} ")
-            out.append(safe(job.current_node, 40))
+            out.append("  at " + safe(step_words(job.step, job.steps, job.current_node, 40)))
         if self.problem:
             out.append("   ⚠ " + safe(self.problem), style="bold red")
         return out
@@ -148,45 +144,37 @@ class LogScreen(Screen):
         self.opened = True
         self.query_one("#log-header", Static).update(self._header_text(), layout=False)
         self._refresh_status()
-        self._follow_delay = FOLLOW_FAST
+        self._follower = EventFollower(job_id, self.tail.last_id or 0, slow=self.poll_interval)
         self._timer = self.set_timer(FOLLOW_FAST, self._follow)
 
     @work(exclusive=True, group="log-follow")
     async def _follow(self) -> None:
-        more = False
-        after = self.tail.last_id or 0
-        job_id = self.job.id
+        # The one event follower (runtime/event_follower.py), as `swarmkit logs -f` reads.
+        follower = self._follower
+        follower.last_id = self.tail.last_id or follower.last_id
 
         async def read():
-            store = await self.link.get()
-            return await store.run_read(lambda conn: (events_after(conn, job_id, after, FOLLOW_BATCH), get_job(conn, job_id)))
+            return await follower.poll(await self.link.get())
 
+        got: FollowedBatch | None
         try:
-            events, job = await self.link.shielded(read())
+            got = await self.link.shielded(read())
             self.problem = None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             self.problem = masked(f"store unavailable: {exc}")
-            events, job = [], None
+            got = None
         if self._closing:
             return
-        if events:
-            self.tail.append([log_line(ev) for ev in events])
-            more = len(events) == FOLLOW_BATCH
-        if job is not None:
-            self.job = job
+        if got is not None and got.events:
+            self.tail.append([log_line(ev) for ev in got.events])
+        if got is not None and got.job is not None:
+            self.job = got.job
         self.query_one("#log-header", Static).update(self._header_text(), layout=False)
         self._refresh_status()
         if not self._closing:
-            if more:
-                delay = 0.01
-            elif events:
-                delay = FOLLOW_FAST
-            else:
-                delay = min(max(self.poll_interval, FOLLOW_FAST), self._follow_delay * 2)
-            self._follow_delay = delay if not more else FOLLOW_FAST
-            self._timer = self.set_timer(delay, self._follow)
+            self._timer = self.set_timer(follower.next_delay(got), self._follow)
 
     @on(LogTail.NeedOlder)
     def _need_older(self, event: LogTail.NeedOlder) -> None:

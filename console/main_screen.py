@@ -1,4 +1,8 @@
-"""The main screen: the run table, its header and detail pane, the poll loop, and the acts."""
+"""The main screen: the run table, its header and detail pane, and the poll loop.
+
+The acts are a table of their own (acts.py), carried out by act_runner.py;
+when the next poll runs is poll_schedule.py's.
+"""
 
 from __future__ import annotations
 
@@ -6,64 +10,47 @@ import asyncio
 import logging
 import time
 from datetime import datetime
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
-from textual.timer import Timer
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
-from swarmkit.runtime import control
-from swarmkit.runtime.errors import SwarmkitError
 from swarmkit.runtime.report import age
+from swarmkit.runtime.run_columns import burn_text
 from swarmkit.runtime.settings import default_actor
-from swarmkit.runtime.workspaces import dir_size
-from swarmkit.store import STORE_FAULTS, TERMINAL_STATUSES, StoreError, describe_db_error, masked
+from swarmkit.store import STORE_FAULTS, StoreError
 from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
 from swarmkit.store.records import JobRecord
-from swarmkit.widgets.confirm_dialog import Choice, ConfirmDialog
+from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
 from swarmkit.widgets.run_table import RunRow, RunTable
-from swarmkit.widgets.safe_text import safe, safe_lines
+from swarmkit.widgets.safe_text import safe
 from swarmkit.widgets.state_counts import StateCounts, StoreSummary
 
 from .act_commands import ActCommands
+from .act_runner import ActRunner
+from .acting_screen import ActingScreen, problem_text
+from .burn_meter import BurnMeter
 from .config import ConsoleConfig
 from .help_screen import HelpScreen
 from .log_screen import LogScreen
+from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
-from .run_views import clock_time, detail_data, detail_sections, human_size, run_row, shown_path
+from .run_views import clock_time, detail_data, detail_sections, run_row
 from .store_link import StoreLink
+from .usual_durations import UsualDurations
 
 log = logging.getLogger("swarmkit.console")
 
-ACTS = ("stop", "resume", "cancel", "cancel_keep", "approve")
-# A poll that takes longer than this is reported: the store may be locked.
-SLOW_POLL_S = 3.0
 
-
-def problem_text(exc: BaseException, link: StoreLink) -> str:
-    # The banner is read over shoulders and in screenshots: no password in it.
-    if isinstance(exc, StoreError):
-        return masked(str(exc))
-    if isinstance(exc, STORE_FAULTS):
-        return describe_db_error(exc, link.loc)
-    return masked(f"poll failed: {type(exc).__name__}: {exc}")
-
-
-class MainScreen(Screen):
+class MainScreen(ActingScreen):
     """Watches one store and acts on its runs."""
 
     COMMANDS = {ActCommands}
-
-    BINDINGS = [
-        Binding("s", "stop", "Stop", id="act.stop"),
-        Binding("r", "resume", "Resume", id="act.resume"),
-        Binding("c", "cancel", "Cancel", id="act.cancel"),
-        Binding("k", "cancel_keep", "Cancel+keep", id="act.cancel_keep"),
-        Binding("a", "approve", "Approve", id="act.approve"),
+    BINDINGS = ActingScreen.ACT_BINDINGS + [
         Binding("l", "logs", "Logs", id="view.logs"),
         Binding("slash", "filter", "Filter", key_display="/", id="view.filter"),
         Binding("e", "toggle_ended", "Ended", id="view.ended"),
@@ -72,15 +59,6 @@ class MainScreen(Screen):
         Binding("q", "app.quit", "Quit", id="app.quit"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="view.clear_filter"),
     ]
-
-    # What each act is, for the help screen and the command palette.
-    ACT_HELP = {
-        "stop": "stop the run at its next agent boundary (resumable)",
-        "resume": "queue a stopped, deferred or lost run again (on a deferred run: approve its gate)",
-        "cancel": "end the run for good and destroy its workspaces (asks first)",
-        "cancel_keep": "end the run for good, keeping its workspaces (asks first)",
-        "approve": "approve the gate a deferred run waits at",
-    }
 
     def __init__(self, config: ConsoleConfig) -> None:
         super().__init__()
@@ -97,20 +75,20 @@ class MainScreen(Screen):
         self.text_filter = ""
         self.polls = 0  # finished polls, good or bad
         self.problem: str | None = None
-        self.failures = 0
         self.last_message = ""
         self._last_ok_at: datetime | None = None
-        self._polling_since: float | None = None
-        self._poll_again = False
-        self._timer: Timer | None = None
-        self._retry_delay: float | None = None
+        self.schedule = PollSchedule(config.poll_interval, self.set_timer, self._poll)
+        self.acts = ActRunner(self)
         self._detail_key: str | None = None
         self._detail_dirty = False
         self._detail_busy = False
         self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...]]] = {}
         self._row_at: datetime | None = None  # the time the table's rows are shown at
         self._applied_at: float | None = None  # monotonic time of the last poll applied
-        self._closing = False
+        self._unmounted = False
+        self._read_only_said = False
+        self.burn = BurnMeter()
+        self.usual = UsualDurations()
 
     # --- layout -----------------------------------------------------------------
 
@@ -122,11 +100,14 @@ class MainScreen(Screen):
         yield RunTable(id="runs")
         yield RunDetail(id="detail")
         yield Static(id="message")
-        yield Footer()
+        yield KeyBar()
 
     def _row_of(self, key: str) -> RunRow | None:
         job = self.jobs.get(key)
-        return run_row(job, self._row_at) if job is not None and self._row_at is not None else None
+        return self._run_row(job, self._row_at) if job is not None and self._row_at is not None else None
+
+    def _run_row(self, job: JobRecord, at: datetime) -> RunRow:
+        return run_row(job, at, self.burn.since(job.id, at), self.usual.usual_s(job))
 
     def on_mount(self) -> None:
         self.query_one(RunTable).row_source = self._row_of
@@ -140,29 +121,24 @@ class MainScreen(Screen):
         self._poll()
 
     async def on_unmount(self) -> None:
-        self._closing = True
-        if self._timer is not None:
-            self._timer.stop()
+        self._unmounted = True
+        self.schedule.close()
         await self.link.close()
 
     # --- polling ------------------------------------------------------------------
 
+    @property
+    def failures(self) -> int:
+        """Polls failed in a row."""
+        return self.schedule.failures
+
     def poll_now(self) -> None:
         """Poll as soon as possible, never two at once."""
-        if self._closing:
-            return
-        if self._polling_since is not None:
-            self._poll_again = True
-            return
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-        self._poll()
+        self.schedule.now()
 
     @work(exclusive=True, group="poll")
     async def _poll(self) -> None:
-        self._timer = None
-        self._polling_since = time.monotonic()
+        self.schedule.started()
         snap: Snapshot | None = None
         error: BaseException | None = None
         try:
@@ -172,8 +148,8 @@ class MainScreen(Screen):
         except Exception as exc:  # the console never dies of its store
             error = exc
         finally:
-            self._polling_since = None
-        if self._closing:
+            self.schedule.ended()
+        if self.closing:
             return
         if snap is None:
             assert error is not None
@@ -181,21 +157,15 @@ class MainScreen(Screen):
                 log.error("poll failed", exc_info=error)
             self.poller.forget()
             await self.link.shielded(self.link.drop())
-            self.failures += 1
-            cap = max(self.poll_interval, min(5.0, self.poll_interval * 10))
-            delay = min(cap, self.poll_interval * 2 ** min(self.failures - 1, 8))
-            self._retry_delay = round(delay, 1)
+            if self.closing:
+                return
+            self.schedule.finished(ok=False)
             self._fail(error)
         else:
-            self._retry_delay = None
+            # A first read of the newest runs only (Snapshot.partial): the rest comes right after the first paint.
+            self.schedule.finished(ok=True, soon=snap.partial)
             self._apply(snap)
-            # A first read of the newest runs only: the rest comes right after the first paint.
-            delay = 0.05 if snap.partial else self.poll_interval
         self.polls += 1
-        if self._poll_again:
-            self._poll_again = False
-            delay = 0.01  # Textual timers need a delay above zero
-        self._timer = self.set_timer(delay, self._poll)
 
     def _fail(self, exc: BaseException) -> None:
         self.problem = problem_text(exc, self.link)
@@ -205,7 +175,6 @@ class MainScreen(Screen):
     def _apply(self, snap: Snapshot) -> None:
         self._applied_at = time.monotonic()
         self.snapshot = snap
-        self.failures = 0
         self.problem = None
         self._last_ok_at = snap.at
         previous, self.jobs = self.jobs, {j.id: j for j in snap.jobs}
@@ -214,7 +183,8 @@ class MainScreen(Screen):
         # hands back the same record while a run does not change); ages on
         # screen are refreshed through the table's row source.
         self._row_at = snap.at
-        fresh = {j.id: run_row(j, snap.at) for j in snap.jobs if previous.get(j.id) is not j}
+        self.burn.observe(snap.jobs, snap.at)
+        fresh = {j.id: self._run_row(j, snap.at) for j in snap.jobs if previous.get(j.id) is not j}
         table.show([j.id for j in snap.jobs], fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs
@@ -223,6 +193,25 @@ class MainScreen(Screen):
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
+        if wanted := self.usual.wanted(snap.jobs, snap.at):
+            self._read_usual(wanted)
+
+    @work(group="usual")
+    async def _read_usual(self, wanted: dict[tuple[str, str], str]) -> None:
+        """A stopping run's node: how long it usually takes, read off the poll; its row shows the ETA after."""
+        async def read() -> None:
+            store = await self.link.get()
+            async with store.read() as conn:
+                await conn.run_sync(self.usual.read, wanted)
+
+        try:
+            await self.link.shielded(read())
+        except Exception as exc:  # the row shows the node's time without an ETA
+            log.info("reading usual node durations failed: %s", exc)
+            return
+        if self._row_at is not None and not self.closing:
+            stopping = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if (j.flow, j.current_node) in wanted}
+            self.query_one(RunTable).show(list(self.jobs), stopping)
 
     def _empty_words(self) -> str:
         if self.text_filter:
@@ -239,14 +228,8 @@ class MainScreen(Screen):
         # a second repaint of the screen each second would be for nothing.
         if self._applied_at is None or time.monotonic() - self._applied_at >= 1.0:
             self._refresh_header()
-        if self.problem is not None or self._slow_for() is not None:
+        if self.problem is not None or self.schedule.slow_for() is not None:
             self._show_banner()
-
-    def _slow_for(self) -> float | None:
-        if self._polling_since is None:
-            return None
-        waited = time.monotonic() - self._polling_since
-        return waited if waited >= SLOW_POLL_S else None
 
     def _data_age(self) -> tuple[str, bool]:
         if self._last_ok_at is None:
@@ -272,6 +255,7 @@ class MainScreen(Screen):
             counts=snap.counts if snap else {},
             data_age=data_age,
             stale=stale,
+            burn=burn_text(self.burn.total(self.clock())) if snap else "",
             view=self._view_words(),
             read_only=self.read_only,
             clock=self.clock().strftime("%H:%M:%S UTC"),
@@ -283,7 +267,7 @@ class MainScreen(Screen):
 
     def _show_banner(self) -> None:
         banner = self.query_one("#banner", Static)
-        slow = self._slow_for()
+        slow = self.schedule.slow_for()
         warning = self.snapshot.clock_warning if self.snapshot is not None else None
         if self.problem is None and slow is None:
             banner.display = warning is not None
@@ -301,8 +285,8 @@ class MainScreen(Screen):
             text.append(f" — showing the data read at {clock_time(self._last_ok_at)} ({self._data_age()[0]})")
         else:
             text.append(" — no data read yet")
-        if self.problem is not None and self._retry_delay is not None:
-            text.append(f"; retrying every {self._retry_delay:g}s (attempt {self.failures})")
+        if self.problem is not None and self.schedule.retry_delay is not None:
+            text.append(f"; retrying every {self.schedule.retry_delay:g}s (attempt {self.failures})")
         banner.update(text)
         banner.display = True
 
@@ -310,7 +294,9 @@ class MainScreen(Screen):
 
     @property
     def selected(self) -> JobRecord | None:
-        key = self.query_one(RunTable).selected_key
+        # A worker that finishes while the app closes may ask after the table is gone.
+        tables = self.query(RunTable)
+        key = tables.first().selected_key if tables else None
         return self.jobs.get(key) if key else None
 
     @on(RunTable.RowHighlighted)
@@ -336,10 +322,10 @@ class MainScreen(Screen):
         cached = self._sections.get(job.id)
         # A queued run's row does not change when a worker says it cannot load it: look again.
         if cached is not None and cached[0] == job.updated_at and job.status != "queued":
-            detail.show(detail_data(job, self.clock(), cached[1]))
+            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
             return
         if cached is not None:
-            detail.show(detail_data(job, self.clock(), cached[1]))
+            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
         self._detail_key = job.id
         self._detail_dirty = True
         if not self._detail_busy:
@@ -361,7 +347,7 @@ class MainScreen(Screen):
     async def _load_detail(self) -> None:
         self._detail_busy = True
         try:
-            while self._detail_dirty and not self._closing:
+            while self._detail_dirty and not self.closing:
                 self._detail_dirty = False
                 key = self._detail_key
                 if key is None:
@@ -371,15 +357,15 @@ class MainScreen(Screen):
                 except Exception as exc:  # shown in the banner by the next poll
                     log.info("reading detail of %s failed: %s", key[:8], exc)
                     continue
-                if job is None or self._closing:
+                if job is None or self.closing:
                     continue
-                sections = detail_sections(cps, trail, wss, recent)
+                sections = detail_sections(cps, trail, wss, recent, steps=job.steps)
                 self._sections[key] = (job.updated_at, sections)
                 if len(self._sections) > 64:
                     self._sections.pop(next(iter(self._sections)))
                 shown = self.jobs.get(key, job)
                 if self.selected is not None and self.selected.id == key:
-                    self.query_one(RunDetail).show(detail_data(shown, self.clock(), sections))
+                    self.query_one(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown)))
         finally:
             self._detail_busy = False
 
@@ -414,7 +400,10 @@ class MainScreen(Screen):
         self.query_one(RunTable).focus()
 
     def action_clear_filter(self) -> None:
+        """Escape: clear the filter, else the marks."""
         box = self.query_one("#filter", Input)
+        if not box.value and not box.display and self.clear_marks():
+            return
         if box.value:
             box.value = ""
         box.display = False
@@ -430,185 +419,14 @@ class MainScreen(Screen):
             return
         self.app.push_screen(LogScreen(self.link, job, clock=self.clock, poll_interval=self.poll_interval))
 
-    VIEW_HELP = {
+    VIEW_HELP: ClassVar[dict[str, str]] = {
         "logs": "the selected run's log (follows new lines)",
         "filter": "filter runs by flow, id, status or node",
         "toggle_ended": "show ended runs too (newest first), or hide them again",
         "toggle_detail": "show or hide the detail pane",
         "help": "this help",
         "quit": "quit the console",
-        "clear_filter": "clear the filter",
+        "clear_filter": "clear the filter, else the marks",
+        "mark": "mark or unmark the run (acts then apply to every marked run, with one confirmation)",
+        "copy_id": "copy the run's full id to the clipboard",
     }
-
-    def help_entries(self) -> list[tuple[str, str]]:
-        """(key, what it does) for every binding that works here: read-only hides the acts."""
-        entries: list[tuple[str, str]] = []
-        for binding in self.BINDINGS:
-            assert isinstance(binding, Binding)
-            name = binding.action.removeprefix("app.")
-            if self.check_action(name, ()) is False:
-                continue
-            key = binding.key_display or binding.key
-            entries.append((key, self.ACT_HELP.get(name) or self.VIEW_HELP.get(name) or binding.description))
-            if name == "logs":
-                entries.append(("enter", self.VIEW_HELP["logs"]))
-        entries.append(("ctrl+p", "command palette: every act and view by name"))
-        return entries
-
-    # --- acts ---------------------------------------------------------------------
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ACTS and self.read_only:
-            return False
-        return True
-
-    def palette_commands(self) -> list[tuple[str, str, str]]:
-        """(name, help, action) for the command palette; no act when read-only."""
-        job = self.selected
-        run = f" {job.short_id}" if job and all(c in "0123456789abcdef" for c in job.short_id) else ""
-        out: list[tuple[str, str, str]] = []
-        if not self.read_only:
-            names = {"stop": "Stop run", "resume": "Resume run", "cancel": "Cancel run", "cancel_keep": "Cancel run, keep workspaces", "approve": "Approve run"}
-            for act in ACTS:
-                out.append((names[act] + run, self.ACT_HELP[act], act))
-        out += [
-            ("Show logs" + run, "open the run's log; follows new lines", "logs"),
-            ("Toggle ended runs", "show every recent run, or the active ones", "toggle_ended"),
-            ("Toggle detail pane", "show or hide the selected run's detail", "toggle_detail"),
-            ("Filter runs", "filter by flow, id, status or node", "filter"),
-            ("Keys and statuses", "the help screen", "help"),
-        ]
-        return out
-
-    def say(self, message: str, severity: str = "information") -> None:
-        """Show what happened, in the words the CLI uses, as a notification and on the message line."""
-        text = safe_lines(message)
-        self.last_message = text
-        style = {"error": "bold red", "warning": "yellow"}.get(severity, "")
-        self.query_one("#message", Static).update(Text(text.split("\n")[0], style=style, no_wrap=True, overflow="ellipsis"))
-        self.notify(text, severity=severity, markup=False, timeout=6 if severity != "error" else 10)  # type: ignore[arg-type]
-
-    def _target(self) -> JobRecord | None:
-        job = self.selected
-        if job is None:
-            self.say("no run selected", "warning")
-        return job
-
-    def action_stop(self) -> None:
-        if job := self._target():
-            self._act("stop", job.id)
-
-    def action_resume(self) -> None:
-        if job := self._target():
-            self._act("resume", job.id)
-
-    def action_approve(self) -> None:
-        if job := self._target():
-            self._act("approve", job.id)
-
-    def action_cancel(self) -> None:
-        if job := self._target():
-            self._confirm_cancel(job.id, keep=False)
-
-    def action_cancel_keep(self) -> None:
-        if job := self._target():
-            self._confirm_cancel(job.id, keep=True)
-
-    @work(group="acts")
-    async def _act(self, act: str, run_id: str, keep: bool = False) -> None:
-        if self.read_only:
-            return
-        message, severity = await self.link.shielded(self._do_act(act, run_id, keep))
-        if self._closing:
-            return
-        self.say(message, severity)
-        self.poll_now()
-
-    async def _do_act(self, act: str, run_id: str, keep: bool) -> tuple[str, str]:
-        """One act through the runtime's control functions; the words to show and how loud."""
-        try:
-            store = await self.link.get()
-            if act == "stop":
-                res = await control.stop(store, run_id, actor=self.actor)
-            elif act == "resume":
-                res = await control.resume(store, run_id, actor=self.actor)
-            elif act == "approve":
-                res = await control.approve(store, run_id, actor=self.actor)
-            elif act == "cancel":
-                res = await control.cancel(store, run_id, keep=keep, actor=self.actor)
-            else:
-                raise AssertionError(act)
-            message, severity = res.message, ("error" if res.code != control.DONE else "information" if res.changed else "warning")
-            if res.changed and act in ("resume", "approve"):
-                if await control.live_worker_count(store, self.config.lease_s) == 0:
-                    message += "\n" + control.no_worker_hint(res.job.short_id if res.job else run_id[:8])
-                    severity = "warning"
-        except SwarmkitError as exc:
-            message, severity = str(exc), "error"
-        except Exception as exc:
-            if not isinstance(exc, STORE_FAULTS + (StoreError,)):
-                log.exception("%s failed", act)
-            message, severity = f"could not {act.replace('_', ' ')} {run_id[:8]}: {problem_text(exc, self.link)}", "error"
-        return message, severity
-
-    @work(group="acts")
-    async def _confirm_cancel(self, run_id: str, keep: bool) -> None:
-        if self.read_only:
-            return
-        async def read():
-            store = await self.link.get()
-            async with store.read() as conn:
-                return await conn.run_sync(get_job, run_id), (await conn.run_sync(workspaces_for, [run_id]))[run_id]
-
-        try:
-            job, wss = await self.link.shielded(read())
-        except Exception as exc:
-            self.say(f"could not cancel {run_id[:8]}: {problem_text(exc, self.link)}", "error")
-            return
-        if job is None:
-            self.say(f"run {run_id[:8]} no longer exists in {self.link.display}", "error")
-            return
-        if job.status in TERMINAL_STATUSES:
-            # Nothing to confirm: the runtime says why there is nothing to do.
-            self._act("cancel", run_id, keep)
-            return
-        live = [w for w in wss if w.state != "destroyed"]
-        sizes = await asyncio.to_thread(lambda: [dir_size(w.path) for w in live])
-        now = self.clock()
-        shown = job.display_status(now)
-        body = Text()
-        body.append(f"{job.short_id} ", style="bold")
-        body.append(safe(job.flow, 60))
-        body.append(f" is {shown}")
-        if job.current_node and job.status in ("running", "stopped", "deferred", "lost"):
-            body.append(f" at {safe(job.current_node, 40)} ({min(job.step + 1, job.steps)}/{job.steps})")
-        body.append(".\n")
-        if job.status == "running":
-            body.append("Cancel ends it for good: its host interrupts the agent in flight now.\n")
-        else:
-            body.append("Cancel ends it for good, at once.\n")
-        body.append("\nWorkspaces that will be ")
-        body.append("KEPT" if keep else "DESTROYED", style="bold green" if keep else "bold red")
-        body.append(":\n")
-        if not live:
-            body.append("  none (no agent has run yet, or they are already gone)\n", style="dim")
-        for w, size in zip(live, sizes):
-            body.append(f"  {safe(shown_path(w.path))}  ({human_size(size)}, {safe(w.state)})\n")
-        choices = [Choice("cancel", "Cancel, keep workspaces" if keep else "Cancel and destroy", "warning" if keep else "error")]
-        if job.status in ("running", "queued") and job.cancel_requested_at is None and job.stop_requested_at is None:
-            body.append("\nSafer: ")
-            body.append("Stop", style="bold")
-            body.append(" parks it at the next agent boundary and keeps everything; it can be resumed later.")
-            choices.append(Choice("stop", "Stop instead", "primary"))
-        elif job.status == "running" and job.cancel_requested_at is None and job.stop_requested_at is not None:
-            body.append(f"\nSafer: a stop is already requested (by {safe(job.stop_requested_by or '?', 40)}); waiting lets it park at the next agent boundary, keeping everything.")
-        elif job.status in ("stopped", "deferred", "lost"):
-            body.append(f"\nSafer: leave it {job.status}; it keeps everything and can be resumed later.")
-        title = f"Cancel run {job.short_id}{' (keep workspaces)' if keep else ''}?"
-        choice = await self.app.push_screen_wait(ConfirmDialog(title, body, choices, back_label="Back"))
-        if choice == "cancel":
-            self._act("cancel", run_id, keep)
-        elif choice == "stop":
-            self._act("stop", run_id)
-        else:
-            self.say(f"{job.short_id}: nothing done", "information")

@@ -12,8 +12,9 @@ from datetime import datetime
 from pathlib import Path
 
 from swarmkit.runtime.control import UNLOADABLE
-from swarmkit.runtime.report import age, node_cell, requested_by, usage_cell
-from swarmkit.store import TERMINAL_STATUSES, StoreLocation
+from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
+from swarmkit.runtime.steps import step_words
+from swarmkit.store import StoreLocation
 from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
 from swarmkit.widgets.log_tail import LogLine
 from swarmkit.widgets.run_detail import DetailSection, RunDetailData
@@ -35,32 +36,17 @@ def stamp(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "-"
 
 
-def in_state_since(job: JobRecord) -> datetime:
-    """When the run entered the state it is shown in."""
-    if job.status in TERMINAL_STATUSES and job.ended_at is not None:
-        return job.ended_at
-    if job.cancel_requested_at is not None and job.status == "running":
-        return job.cancel_requested_at
-    if job.stop_requested_at is not None and job.status == "running":
-        return job.stop_requested_at
-    return job.updated_at
-
-
-def run_row(job: JobRecord, now: datetime) -> RunRow:
+def run_row(job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | None = None, usual_s: float | None = None) -> RunRow:
+    """The widget's row: the shared columns' cells (runtime/run_columns.py), and what they sort on."""
+    view = RunView(job, now, burn_since, usual_s)
     last = job.last_event_at or job.heartbeat_at
     return RunRow(
         key=job.id,
-        short_id=job.short_id,
-        flow=job.flow,
-        status=job.display_status(now),
-        node=node_cell(job),
-        in_state=age((now - in_state_since(job)).total_seconds()),
-        last_work=ago(now, last) if last else "-",
-        requested_by=requested_by(job),
-        usage=usage_cell(job),
+        **cells(view),
         created_at=job.created_at.timestamp(),
         in_state_at=in_state_since(job).timestamp(),
         last_work_at=last.timestamp() if last else 0.0,
+        burn_rate=view.burn or 0.0,
     )
 
 
@@ -103,17 +89,20 @@ def _inputs(raw: str) -> str:
     return str(value)
 
 
-def detail_facts(job: JobRecord, now: datetime) -> tuple[tuple[str, str], ...]:
+def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None) -> tuple[tuple[str, str], ...]:
     shown = job.display_status(now)
     facts: list[tuple[str, str]] = [("run", job.id), ("flow", job.flow + (f"  ({job.flow_path})" if job.flow_path else ""))]
     node = node_cell(job)
-    if job.status == "running":
-        node += f", for {age((now - job.updated_at).total_seconds())}"
+    ran = node_ran_s(job, now)
+    if ran is not None:
+        node += f", for {age(ran)}"
     facts.append(("node", node))
     if job.pending_gate:
         facts.append(("waiting at", f"gate {job.pending_gate}, for a human's approval (`swarmkit approve {job.short_id}`)"))
     if job.stop_requested_at or job.stop_requested_by:
         facts.append(("stop asked", f"by {job.stop_requested_by or '?'} at {stamp(job.stop_requested_at)} ({ago(now, job.stop_requested_at)})"))
+        if job.status == "running" and (eta := stop_eta(job, now, usual_s)):
+            facts.append(("stops", eta + (f" (its node usually takes ~{age(usual_s)})" if usual_s is not None else "")))
     if job.cancel_requested_at or job.cancel_requested_by:
         keep = "kept" if job.cancel_keep else "destroyed"
         facts.append(("cancel asked", f"by {job.cancel_requested_by or '?'} at {stamp(job.cancel_requested_at)} ({ago(now, job.cancel_requested_at)}); workspaces {keep}"))
@@ -134,23 +123,31 @@ def detail_facts(job: JobRecord, now: datetime) -> tuple[tuple[str, str], ...]:
     return tuple((label, safe(value)) for label, value in facts)
 
 
-def _detail_text(detail: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(detail.items()) if v not in (None, "", [])) if detail else ""
+def _detail_text(detail: dict, steps: int) -> str:
+    def shown(k: str, v: object) -> object:
+        # Audit rows written before steps were recorded as `k/N` hold the 0-based index.
+        return step_words(v, steps) if k == "step" and isinstance(v, int) and not isinstance(v, bool) and steps else v
+
+    return ", ".join(f"{k}={shown(k, v)}" for k, v in sorted(detail.items()) if v not in (None, "", [])) if detail else ""
+
+
+def _checkpoint_line(cp: CheckpointRecord, steps: int) -> str:
+    # A checkpoint's step counts the nodes done: the one it follows is that number, 1-based.
+    after = f"after {step_words(cp.step - 1, steps, cp.node, None)}" if cp.node and steps else (cp.node or "(start)")
+    return f"{clock_time(cp.created_at)}  {after}  epoch {cp.epoch}"
 
 
 def detail_sections(
     checkpoints: Iterable[CheckpointRecord], audit: Iterable[AuditRecord], workspaces: Iterable[WorkspaceRecord],
-    recent: Iterable[EventRecord] = (),
+    recent: Iterable[EventRecord] = (), steps: int = 0,
 ) -> tuple[DetailSection, ...]:
     cps = list(checkpoints)
-    cp_lines = tuple(
-        f"{clock_time(cp.created_at)}  step {cp.step}  {cp.node or '(start)'}  epoch {cp.epoch}" for cp in cps[-12:]
-    )
+    cp_lines = tuple(_checkpoint_line(cp, steps) for cp in cps[-12:])
     if len(cps) > 12:
         cp_lines = (f"… {len(cps) - 12} earlier",) + cp_lines
     trail = list(audit)
     audit_lines = tuple(
-        f"{stamp(a.at)}  {a.actor}  {a.action}" + (f"  ({_detail_text(a.detail)})" if a.detail else "") for a in trail[-20:]
+        f"{stamp(a.at)}  {a.actor}  {a.action}" + (f"  ({_detail_text(a.detail, steps)})" if a.detail else "") for a in trail[-20:]
     )
     if len(trail) > 20:
         audit_lines = (f"… {len(trail) - 20} earlier",) + audit_lines
@@ -165,11 +162,11 @@ def detail_sections(
     )
 
 
-def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ...]) -> RunDetailData:
+def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ...], usual_s: float | None = None) -> RunDetailData:
     return RunDetailData(
         title=f"{job.short_id}  {safe(job.flow, 60)}",
         status=job.display_status(now),
-        facts=detail_facts(job, now),
+        facts=detail_facts(job, now, usual_s),
         sections=sections,
     )
 

@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from swarmkit.runtime.exit_code import ExitCode
+
 TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
 MIN_TOKEN_CHARS = 16
 DEFAULT_PORT = 8766
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 INSTALL_HINT = "swarmkit-console serve needs textual-serve: install the web extra, pip install 'swarmkit-run-control[web]'"
 MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 # What a Host header may look like: a name, an IPv4 address or a bracketed IPv6 one, and a port.
@@ -226,39 +227,39 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     args = build_serve_parser().parse_args(argv)
     if not 0 < args.port < 65536:
         err("--port must be between 1 and 65535")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.poll <= 0:
         err("--poll must be more than zero seconds")
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         token = read_token(args.token_file, os.environ)
     except UsageError as exc:
         err(str(exc))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if token is None and not is_loopback(args.host):
         err(
             f"--host {args.host} reaches beyond this machine, and no token is set: anyone who can reach it could watch "
             f"{'and steer ' if args.allow_acts else ''}your runs. Set {TOKEN_ENV} (or --token-file) to a secret of at least "
             f"{MIN_TOKEN_CHARS} characters, e.g. from {MAKE_TOKEN}, or serve on 127.0.0.1"
         )
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         import aiohttp  # noqa: F401
         import textual_serve.server  # noqa: F401
     except ImportError:
         err(INSTALL_HINT)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     try:
         loc = resolve_store(args.store, args.workspace)
     except StoreUrlError as exc:
         err(str(exc))
-        return EXIT_USAGE
+        return ExitCode.USAGE
     from .cli import probe_store
 
     problem = probe_store(args.store, args.workspace)
     if problem is not None:
         err(problem)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     workspace = Path(args.workspace or os.getcwd()).expanduser().resolve()
     # The sessions find the store through the environment, not their command
     # line: a store URL's password stays out of every process list.
@@ -275,5 +276,5 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
         server.serve()
     except OSError as exc:
         err(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
-        return EXIT_FAIL
-    return EXIT_OK
+        return ExitCode.FAILED
+    return ExitCode.OK

@@ -72,6 +72,8 @@ class AgentContext:
     workspace: Path
     _log: Callable[[str], None]
     usage: Usage = field(default_factory=Usage)
+    # Passes each report on as it is made (a sync agent's child writes it to the usage file).
+    _report: Callable[[int, float], None] | None = None
 
     def log(self, line: str) -> None:
         """Add a line to the run's log (an event, readable from any machine)."""
@@ -79,5 +81,8 @@ class AgentContext:
             self._log(part)
 
     def add_usage(self, tokens: int = 0, cost: float = 0.0) -> None:
-        """Report tokens and cost spent; they are summed on the run's row. Bad values raise BadUsage."""
+        """Report tokens and cost spent; they reach the run's row within a heartbeat. Bad values raise BadUsage."""
+        before = self.usage.tokens, self.usage.cost
         self.usage.add(tokens, cost)
+        if self._report is not None:
+            self._report(self.usage.tokens - before[0], self.usage.cost - before[1])

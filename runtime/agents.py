@@ -17,7 +17,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from .agent_process import LEASE_EXPIRED, AgentProcess, LineSink
 from .errors import AgentFailed, AgentFault, FlowError, LeaseLapsedError
 from .flow import Agent
 from .flow_modules import RunModules
+from .live_usage import USAGE_FILE, LiveUsage
 
 USAGE_KEY = "_usage"
 # What an agent may leave for the host to read: its output, a sync agent's result.
@@ -47,6 +48,8 @@ class ProcessHooks:
     lease_deadline: Callable[[], float | None]
     register: Callable[[AgentProcess], None]
     unregister: Callable[[AgentProcess], None]
+    # The node's usage so far, read by the host's heartbeat.
+    live: LiveUsage = field(default_factory=LiveUsage)
 
 
 def _take_usage(output: dict[str, Any], usage: Usage, node: str) -> dict[str, Any]:
@@ -160,9 +163,15 @@ async def run_command(
             SWARMKIT_STEP=str(step),
             SWARMKIT_STATE=str(state_path),
             SWARMKIT_OUTPUT=str(output_path),
+            SWARMKIT_USAGE=str(Path(io_dir) / USAGE_FILE),
         )
+        hooks.live.path = Path(io_dir) / USAGE_FILE
         code = await _supervised(["/bin/sh", "-c", agent.command or ""], hooks, workspace, env, agent)
         _ended(code, agent)
+        await asyncio.to_thread(hooks.live.finish)
+        if hooks.live.bad is not None:
+            raise (AgentFault if hooks.live.fault else AgentFailed)(f"{agent.name}: {hooks.live.bad}")
+        usage.add(hooks.live.from_file.tokens, hooks.live.from_file.cost)
         raw = await asyncio.to_thread(read_agent_file, output_path, "$SWARMKIT_OUTPUT")
         if raw is None:
             return {}, usage
@@ -183,6 +192,8 @@ async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hook
         (io / "state.json").write_text(json.dumps(ctx.state, sort_keys=True), encoding="utf-8")
         env = agent_env(ctx.workspace, agent.env, python=True)
         env.update(SWARMKIT_RUN_ID=ctx.run_id, SWARMKIT_NODE=ctx.node, SWARMKIT_STEP=str(ctx.step))
+        # Live progress only: the result's usage is the node's total.
+        hooks.live.path = io / USAGE_FILE
         code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent)
         raw = await asyncio.to_thread(read_agent_file, io / "result.json", "the agent's result")
         if raw is None:

@@ -9,6 +9,8 @@ state in and reads the result back as JSON files in the node's io folder:
     state.json   the run's state
     result.json  written here: {"ok": true, "output": {...}, "usage": {...}}
                  or {"ok": false, "kind": "load" | "raised" | "output", "error": "..."}
+    usage.jsonl  appended here at each ctx.add_usage, for the host's heartbeat (live_usage.py);
+                 result.json's usage is the node's total
 
 Lines the agent logs (ctx.log, or print) go to stdout: they are the run's events.
 Imports only the standard library and the runtime's light modules.
@@ -40,6 +42,7 @@ def main(io_dir_arg: str) -> int:
     from swarmkit.runtime.agent_context import AgentContext, BadUsage, Usage
     from swarmkit.runtime.errors import FlowError
     from swarmkit.runtime.flow import resolve_call
+    from swarmkit.runtime.live_usage import USAGE_FILE, append_usage
 
     state = json.loads((io_dir / "state.json").read_text(encoding="utf-8"))
 
@@ -50,6 +53,7 @@ def main(io_dir_arg: str) -> int:
     ctx = AgentContext(
         run_id=meta["run_id"], node=meta["node"], step=meta["step"], state=state,
         inputs=dict(state.get("inputs", {})), workspace=Path(meta["workspace"]), _log=log, usage=Usage(),
+        _report=lambda tokens, cost: append_usage(io_dir / USAGE_FILE, tokens, cost),
     )
     try:
         fn = resolve_call(meta["spec"], meta.get("flow_path"), look_beside=meta.get("look_beside", True))

@@ -40,7 +40,9 @@ from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers
 from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, RunNotFound
+from .exit_code import ExitCode
 from .settings import Settings, default_actor, host_name
+from .steps import step_words
 from .workspaces import carry_out, decide
 
 if TYPE_CHECKING:
@@ -49,7 +51,8 @@ if TYPE_CHECKING:
     from .flow import Flow
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
-DONE, REFUSED, USAGE = 0, 1, 2
+# The exit codes the CLI gives for an act's result: the one ExitCode list.
+DONE, REFUSED, USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 _RETRIES = 20
 UNLOADABLE = "run.unloadable"
 # How many runs a worker cannot load it looks past, at most, to find one it can.
@@ -204,7 +207,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult
                     .values(stop_requested_at=now, stop_requested_by=actor, updated_at=now)
                 )
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": job.current_node, "step": job.step}, at=now)
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": job.current_node, "step": step_words(job.step, job.steps)}, at=now)
                     await record_event(conn, job.id, "run.stop_requested", f"stop requested by {actor}", node=job.current_node, at=now)
             if res.rowcount == 1:
                 node = f" ({job.current_node} is in flight)" if job.current_node else ""
@@ -222,8 +225,8 @@ async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult
                     .values(status=STOPPED, stop_requested_at=now, stop_requested_by=actor, updated_at=now)
                 )
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": job.step}, at=now)
-                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": job.step}, at=now)
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": step_words(job.step, job.steps)}, at=now)
+                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": step_words(job.step, job.steps)}, at=now)
                     await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=now)
             if res.rowcount == 1:
                 return ActResult(DONE, True, f"{sid} was queued; stopped at once (no agent ran since it was queued). Resume it with `swarmkit resume {sid}`.", await _reload(store, job.id))
@@ -256,9 +259,9 @@ def _resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
 
 async def _audit_resume(conn: AsyncConnection, job: JobRecord, actor: str, now: datetime, how: str) -> None:
     if job.status == DEFERRED:
-        await record_audit(conn, actor, "gate.approved", job.id, {"gate": job.pending_gate, "step": job.step}, at=now)
+        await record_audit(conn, actor, "gate.approved", job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
         await record_event(conn, job.id, "gate.approved", f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
-    await record_audit(conn, actor, "run.resumed", job.id, {"from": job.status, "how": how, "step": job.step}, at=now)
+    await record_audit(conn, actor, "run.resumed", job.id, {"from": job.status, "how": how, "step": step_words(job.step, job.steps)}, at=now)
     await record_event(conn, job.id, "run.resumed", f"resumed from {job.status} by {actor} ({how})", at=now)
 
 
@@ -293,7 +296,7 @@ async def resume(store: Store, ref: str, *, actor: str | None = None, only_defer
                 await _audit_resume(conn, job, actor, now, "queued for a worker")
         if res.rowcount == 1:
             what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
-            return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {job.step + 1}/{job.steps}.", await _reload(store, job.id))
+            return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {step_words(job.step, job.steps, job.current_node, None)}.", await _reload(store, job.id))
         job = await _reload(store, job.id)
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job)
 
@@ -338,7 +341,7 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
                 # set, never the next owner's that a later read might find.
                 claimed = await conn.run_sync(get_job, job.id)
         if res.rowcount == 1:
-            return ActResult(DONE, True, f"resuming {job.short_id} here at agent {job.step + 1}/{job.steps} (was {job.status}).", claimed), claimed
+            return ActResult(DONE, True, f"resuming {job.short_id} here at agent {step_words(job.step, job.steps, job.current_node, None)} (was {job.status}).", claimed), claimed
         job = await _reload(store, job.id)
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job), None
 

@@ -42,7 +42,9 @@ from .errors import (
     RunStoppedError,
 )
 from .flow import Agent, Flow, parse_flow
+from .live_usage import LiveUsage
 from .settings import Settings
+from .steps import step_words
 from .workspaces import carry_out, decide, prepare_dir, record_workspace, run_dir
 
 log = logging.getLogger("swarmkit.executor")
@@ -88,7 +90,20 @@ _MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), j
 _FLAGS = select(*_FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
 _TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW)
 _HEARTBEAT = update(jobs).where(*_MINE).values(heartbeat_at=_NOW, heartbeat_mono=bindparam("b_mono")).returning(*_FLAG_COLS)
-_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW).returning(*_FLAG_COLS)
+# A heartbeat that also brings usage reported mid-node: a sign of work, so it moves last_event_at (the console re-reads the row).
+_HEARTBEAT_USAGE = (
+    update(jobs)
+    .where(*_MINE)
+    .values(
+        heartbeat_at=_NOW,
+        heartbeat_mono=bindparam("b_mono"),
+        tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
+        cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
+        last_event_at=_NOW,
+    )
+    .returning(*_FLAG_COLS)
+)
+_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, node_started_at=_NOW).returning(*_FLAG_COLS)
 _CHECKPOINT = (
     update(jobs)
     .where(*_MINE)
@@ -99,6 +114,7 @@ _CHECKPOINT = (
         current_node=bindparam("b_node"),
         updated_at=_NOW,
         last_event_at=_NOW,
+        node_started_at=_NOW,
     )
     .returning(*_FLAG_COLS)
 )
@@ -310,6 +326,11 @@ class RunHost:
         self._node_agent: Agent | None = None
         self._node_in_process = False
         self._escalation: asyncio.Task | None = None
+        # Usage of the node in flight: what the agent reported so far, and what
+        # heartbeats already added to the row (the checkpoint adds the rest).
+        self._live: LiveUsage | None = None  # while the node runs
+        self._node_live: LiveUsage | None = None  # the last node's, until its checkpoint
+        self._usage_lock = asyncio.Lock()
         # How this run's callables are loaded here; read from the row when the run is taken.
         self.calls = flow_modules.for_run(flow, None, store.loc.runs_dir)
 
@@ -429,17 +450,19 @@ class RunHost:
     async def _heartbeat(self) -> None:
         stamped = [0.0]
 
-        def tx(conn) -> Flags:
+        def tx(conn, delta: tuple[int, float]) -> Flags:
             # Stamped inside the transaction, beside the time others will see:
             # waiting for the write lock does not shorten the lease.
             stamped[0] = time.monotonic()
-            return self.touch_flags(conn, _HEARTBEAT, b_mono=boot_clock())
+            if delta == (0, 0.0):
+                return self.touch_flags(conn, _HEARTBEAT, b_mono=boot_clock())
+            return self.touch_flags(conn, _HEARTBEAT_USAGE, b_mono=boot_clock(), b_tokens=delta[0], b_cost=delta[1])
 
         while not self._fenced:
             await asyncio.sleep(self.settings.heartbeat_s)
             try:
                 await self.store.keep_time()
-                flags = await self.store.run_write(tx)
+                flags = await self._beat(tx)
             except FencedError:
                 self.fence()
                 return
@@ -458,6 +481,24 @@ class RunHost:
             if flags.cancel_requested_at is not None and self._cancel is None:
                 self._cancel = flags
                 self._interrupt_node()
+
+    async def _beat(self, tx) -> Flags:
+        """One heartbeat, carrying the usage the node in flight reported since the last one.
+
+        A heartbeat whose commit answer is lost leaves `written` as it was: the
+        next one (or the checkpoint) may then count that delta twice; the store
+        faults that lose an answer after a commit are rare, and never SQLite's.
+        """
+        async with self._usage_lock:
+            live = self._live
+            if live is None:
+                return await self.store.run_write(lambda conn: tx(conn, (0, 0.0)))
+            if live.path is not None:
+                await asyncio.to_thread(live.read)
+            delta = live.unwritten()
+            flags = await self.store.run_write(lambda conn: tx(conn, delta))
+            live.written = (live.written[0] + delta[0], live.written[1] + delta[1])
+            return flags
 
     # --- the node boundary ---------------------------------------------------
 
@@ -484,7 +525,7 @@ class RunHost:
         return True
 
     def _started_event(self, step: int, agent: Agent, now) -> dict[str, Any]:
-        return dict(job_id=self.job_id, at=now, kind="node.started", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name}")
+        return dict(job_id=self.job_id, at=now, kind="node.started", node=agent.name, step=step, text=step_words(step, self.flow.steps, agent.name, None))
 
     async def enter(self, step: int, agent: Agent) -> None:
         """The boundary before the first node this host runs: no checkpoint to write, only the flags."""
@@ -508,6 +549,9 @@ class RunHost:
         go on, node.started for the next agent is written with them.
         """
         state_text = state_json(state)
+        # Taken under the lock: a heartbeat in flight has landed its part, or not begun.
+        async with self._usage_lock:
+            written = self._node_live.written if self._node_live is not None else (0, 0.0)
 
         def tx(conn, batch: list[dict[str, Any]], retry: bool) -> Flags:
             now = store_now()
@@ -522,12 +566,14 @@ class RunHost:
                     if flags.epoch != self.epoch or flags.status != RUNNING:
                         raise FencedError(self.job_id)
                     return flags
+            # Heartbeats already put part of the node's usage on the row.
             flags = self.touch_flags(
-                conn, _CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens, b_cost=usage.cost, b_node=nxt.name if nxt else agent.name,
+                conn, _CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens - written[0], b_cost=usage.cost - written[1],
+                b_node=nxt.name if nxt else agent.name,
             )
             conn.execute(_INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))
             usage_text = f" ({usage.tokens} tokens, ${usage.cost:.4f})" if usage.tokens or usage.cost else ""
-            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step + 1}/{self.flow.steps} {agent.name} done{usage_text}")]
+            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step_words(step, self.flow.steps, agent.name, None)} done{usage_text}")]
             if nxt is not None and self._clear(flags, step + 1, nxt):
                 rows.append(self._started_event(step + 1, nxt, now))
             conn.execute(_INSERT_EVENTS, rows)
@@ -550,6 +596,7 @@ class RunHost:
             except BaseException:
                 self.sink.give_back(batch)
                 raise
+        self._node_live = None
         if nxt is not None:
             self._decide(flags, step + 1, nxt)
 
@@ -575,6 +622,7 @@ class RunHost:
             register=self._register,
             unregister=self._unregister,
         )
+        self._live = self._node_live = hooks.live
         coro: Awaitable[tuple[dict[str, Any], Usage]]
         in_process = False
         if agent.command is not None:
@@ -583,6 +631,7 @@ class RunHost:
             ctx = make_context(self.job_id, agent, step, state, self.workspace, emit)
             if is_async_call(agent, self.calls):
                 in_process = True
+                hooks.live.in_process = ctx.usage
                 coro = run_call(agent, ctx, self.calls)
             else:
                 coro = run_sync_call(agent, ctx, self.calls, hooks)
@@ -610,6 +659,7 @@ class RunHost:
         finally:
             if self._escalation is not None and not self._escalation.done():
                 self._escalation.cancel()
+            self._live = None
         self._node_task = None
         self.sink.report_dropped(agent.name, step)
         if self._fenced:
@@ -716,9 +766,9 @@ class RunHost:
                         return
                     raise FencedError(self.job_id)
                 said = await decide(conn, self.job_id, destroy=not keep, reason="cancelled")
-                where = f"at {node} ({step + 1}/{self.flow.steps})" if node else "after its last agent"
+                where = f"at {step_words(step, self.flow.steps, node, None)}" if node else "after its last agent"
                 await record_event(conn, self.job_id, "run.cancelled", f"cancelled {where} by {actor}; workspaces {'kept' if keep else 'destroyed'}", node=node, step=step, at=now)
-                await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step, "workspaces": said}, at=now)
+                await record_audit(conn, actor, "run.cancelled", self.job_id, {"keep": keep, "node": node, "step": step_words(step, self.flow.steps), "workspaces": said}, at=now)
 
         await self._retrying("ending the run cancelled", op)
         self.final_status = CANCELLED
@@ -743,15 +793,15 @@ class RunHost:
                     if job and job.status == RUNNING and job.epoch == self.epoch and job.cancel_requested_at is not None:
                         raise RunCancelledError(self.job_id)
                     raise FencedError(self.job_id)
-                boundary = f"before {exc.node} ({exc.step + 1}/{self.flow.steps})"
+                boundary = f"before {step_words(exc.step, self.flow.steps, exc.node, None)}"
                 if stopped:
                     actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
-                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": exc.step}, at=now)
+                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps)}, at=now)
                 elif parked:
                     by = exc.parked_by  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.parked", f"parked {boundary} by {by}: back in the queue for any worker", node=exc.node, step=exc.step, at=now)
-                    await record_audit(conn, by, "run.parked", self.job_id, {"boundary": exc.node, "step": exc.step, "worker": by}, at=now)
+                    await record_audit(conn, by, "run.parked", self.job_id, {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps), "worker": by}, at=now)
                 else:
                     await record_event(conn, self.job_id, "run.deferred", f"waiting for approval {boundary}", node=exc.node, step=exc.step, at=now)
 

@@ -16,6 +16,7 @@ from swarmkit.store.models import workers
 from .control import claim_queued, mark_lost
 from .executor import RunHost, host_claimed
 from .settings import Settings, host_name
+from .steps import step_words
 from .workspaces import sweep
 
 log = logging.getLogger("swarmkit.worker")
@@ -111,7 +112,7 @@ class Worker:
                         await mark_lost(self.store, self.settings.lease_s)
                         free = self.concurrency - len(self.hosted)
                         for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable):
-                            self.say(f"{job.short_id} claimed: {job.flow} at agent {job.step + 1}/{job.steps}")
+                            self.say(f"{job.short_id} claimed: {job.flow} at agent {step_words(job.step, job.steps, job.current_node)}")
                             self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
                     except StoreReplaced:
                         raise  # hosting ends here: nothing more may be written to what is at the path

@@ -38,13 +38,19 @@ async def until(pilot, predicate, what: str) -> None:
     raise SystemExit(f"make_screenshots: timed out waiting for {what}")
 
 
-async def shot(ws: Path, name: str, *, select: str, keys: tuple[str, ...] = (), wait=None, read_only: bool = False) -> Path:
-    app = make_app(None, ws, clock=lambda: FROZEN_NOW, poll_interval=600, detect_lost=False, lease_s=15, read_only=read_only)
-    async with app.run_test(size=SIZE) as pilot:
+async def shot(
+    ws: Path, name: str, *, select: str, keys: tuple[str, ...] = (), wait=None, read_only: bool = False,
+    size: tuple[int, int] = SIZE, theme: str | None = None,
+) -> Path:
+    app = make_app(None, ws, clock=lambda: FROZEN_NOW, poll_interval=600, detect_lost=False, lease_s=15, read_only=read_only, theme=theme)
+    async with app.run_test(size=size) as pilot:
         await until(pilot, lambda: getattr(app.screen, "polls", 0) >= 1, "the first poll")
         screen = app.screen
         assert screen.query_one(RunTable).select(run_id(select))
-        await until(pilot, lambda: (d := screen.query_one(RunDetail).data) is not None and d.sections and run_id(select)[:8] in d.title, "the detail")
+        if screen.query_one(RunDetail).display:  # hidden on a small terminal
+            await until(pilot, lambda: (d := screen.query_one(RunDetail).data) is not None and d.sections and run_id(select)[:8] in d.title, "the detail")
+        # The stopping run's ETA is read off the poll; until it is back its node cell is shorter.
+        await until(pilot, lambda: "stops in" in screen.query_one(RunTable).get_cell(run_id("stopping"), "node").plain, "the stop ETA")
         if keys:
             await pilot.press(*keys)
         if wait is not None:
@@ -57,6 +63,8 @@ async def shot(ws: Path, name: str, *, select: str, keys: tuple[str, ...] = (), 
 async def main() -> None:
     OUT.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="swarmkit-shots-") as tmp:
+        # The theme the operator chose last (kept in their config folder) stays out of the pictures.
+        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")
         ws = Path(tmp) / "ws"
         ws.mkdir()
         await build(ws, FROZEN_NOW)
@@ -67,6 +75,9 @@ async def main() -> None:
             await shot(ws, "log-view", select="running", keys=("l",), wait=lambda s: isinstance(s, LogScreen) and s.opened),
             await shot(ws, "read-only", select="deferred", read_only=True),
             await shot(ws, "help", select="queued", keys=("question_mark",), wait=lambda s: isinstance(s, HelpScreen)),
+            await shot(ws, "small-terminal-80x24", select="stopping", size=(80, 24)),
+            await shot(ws, "light-theme", select="stalled", theme="textual-light"),
+            await shot(ws, "burn-and-stop-eta-200x60", select="stopping", size=(200, 60)),
         ]
         os.chdir(ROOT)
     for path in made:

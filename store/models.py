@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    text,
 )
 
 # Every status the `jobs.status` column may hold. The shown statuses
@@ -41,6 +42,10 @@ STORED_STATUSES = (QUEUED, RUNNING, STOPPED, DEFERRED, LOST, COMPLETED, FAILED, 
 TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, FAULTED, CANCELLED})
 RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
 ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
+
+
+NODE_STARTED, NODE_FINISHED = "node.started", "node.finished"
+NODE_BOUNDS = "kind IN ('node.started', 'node.finished')"
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -116,8 +121,12 @@ jobs = Table(
     _col("heartbeat_mono", Float, null=True),
     # JSON {module: source} of the flow's callables that are not installed packages.
     _col("flow_modules", Text, null=True),
+    # When the node in flight started (migration 0004): the host sets it at each boundary.
+    _col("node_started_at", UTCDateTime, null=True),
     # The lost-run check of every worker and console (migration 0002).
     Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+    # A flow's newest runs, for a node's usual duration (migration 0004).
+    Index("ix_jobs_flow_created", "flow", "created_at"),
 )
 
 checkpoints = Table(
@@ -144,6 +153,8 @@ events = Table(
     _col("step", Integer, null=True),
     _col("text", Text, default=""),
     Index("ix_events_job_id", "job_id", "id"),
+    # Node boundaries only, for a node's usual duration (migration 0004).
+    Index("ix_events_node_bounds", "job_id", "node", "id", sqlite_where=text(NODE_BOUNDS), postgresql_where=text(NODE_BOUNDS)),
 )
 
 audit = Table(

@@ -11,12 +11,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, and_, bindparam, case, cast, func, literal, select, type_coerce
+from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, and_, bindparam, case, cast, func, literal, select, text, type_coerce
 
 from . import clock
 from .clock import store_now
 from .models import (
     ACTIVE_STATUSES,
+    NODE_BOUNDS,
+    NODE_STARTED,
     RUNNING,
     UTCDateTime,
     audit,
@@ -442,3 +444,42 @@ def skewed_workers(conn: Connection, lease_s: float, now: datetime | None = None
     """(host, offset) of live workers whose clock is more than a few seconds from the store's, worst first."""
     sqlite = conn.dialect.name == "sqlite"
     return [(r[0], float(r[1])) for r in conn.execute(_WORKER_SKEW[sqlite], clock.age_params(lease_s, sqlite, now))]
+
+
+# A flow's newest runs (ix_jobs_flow_created), then their boundaries of one node
+# (ix_events_node_bounds, partial: no log line is visited).
+_FLOW_RECENT = (
+    select(jobs.c.id)
+    .where(jobs.c.flow == bindparam("b_flow"), jobs.c.id != bindparam("b_exclude"))
+    .order_by(jobs.c.created_at.desc())
+    .limit(bindparam("b_runs"))
+)
+_NODE_BOUNDS = (
+    select(events.c.job_id, events.c.kind, type_coerce(events.c.at, _UTCRead()).label("at"))
+    .where(
+        events.c.job_id.in_(bindparam("b_ids", expanding=True)),
+        events.c.node == bindparam("b_node"),
+        text(NODE_BOUNDS),
+    )
+    .order_by(events.c.job_id, events.c.id)
+)
+
+
+def node_durations(conn: Connection, flow: str, node: str, exclude: str = "", runs: int = 50) -> list[float]:
+    """How long `node` took, in seconds, in the newest `runs` runs of `flow` that finished it (newest first).
+
+    A duration is a node.finished less the node.started just before it: a node
+    run again after a stop or a lost host counts from its last start.
+    """
+    ids = [r[0] for r in conn.execute(_FLOW_RECENT, {"b_flow": flow, "b_exclude": exclude, "b_runs": runs})]
+    if not ids:
+        return []
+    rank = {job_id: i for i, job_id in enumerate(ids)}
+    found: dict[str, float] = {}
+    started: dict[str, datetime] = {}
+    for job_id, kind, at in conn.execute(_NODE_BOUNDS, {"b_ids": ids, "b_node": node}):
+        if kind == NODE_STARTED:
+            started[job_id] = at
+        elif job_id in started:
+            found[job_id] = max(0.0, (at - started.pop(job_id)).total_seconds())
+    return [found[j] for j in sorted(found, key=rank.__getitem__)]

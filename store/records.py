@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .clock import store_now
@@ -13,6 +13,29 @@ from .models import JOB_COLUMNS, RUNNING
 
 # A running run with no sign of work for this long is shown as stalled.
 STALL_AFTER = timedelta(seconds=120)
+
+# The version of the run list's JSON shape (runtime/schemas/run_list.schema.json).
+RUN_LIST_SCHEMA = 1
+# jobs columns that hold JSON text: in JSON output they are the objects they hold.
+_JSON_COLUMNS = ("inputs", "flow_modules")
+
+
+def rfc3339(at: datetime) -> str:
+    """A time as every JSON output of Swarmkit gives it: RFC 3339 in UTC, `2026-12-01T15:11:58.835886Z`."""
+    if at.tzinfo is None:  # the store's times are UTC; a naive one is UTC too
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def json_object(raw: str | None) -> dict[str, Any] | None:
+    """A JSON text column as the object it holds (None stays None; what is not an object is kept under "value")."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"raw": raw}
+    return value if isinstance(value, dict) else {"value": value}
 
 
 @dataclass(frozen=True)
@@ -48,6 +71,7 @@ class JobRecord:
     workspace_root: str | None
     heartbeat_mono: float | None
     flow_modules: str | None
+    node_started_at: datetime | None
 
     @property
     def short_id(self) -> str:
@@ -71,7 +95,9 @@ class JobRecord:
         for name in JOB_COLUMNS:
             value = getattr(self, name)
             if isinstance(value, datetime):
-                value = value.isoformat()
+                value = rfc3339(value)
+            elif name in _JSON_COLUMNS:
+                value = json_object(value)
             out[name] = value
         return out
 
@@ -142,9 +168,20 @@ def merged_view(job: JobRecord, workspaces: list[WorkspaceRecord], now: datetime
     return view
 
 
+def run_list(views: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A list of runs, the one shape every JSON output gives one in: `{"schema": 1, "runs": [...]}`."""
+    return {"schema": RUN_LIST_SCHEMA, "runs": views, **extra}
+
+
+def event_view(ev: EventRecord) -> dict[str, Any]:
+    """An event as JSON (`swarmkit logs -o json`, the HTTP API)."""
+    return {"id": ev.id, "job_id": ev.job_id, "at": rfc3339(ev.at), "kind": ev.kind, "node": ev.node, "step": ev.step, "text": ev.text}
+
+
+def audit_view(a: AuditRecord) -> dict[str, Any]:
+    """An audit entry as JSON (`swarmkit audit -o json`, the HTTP API)."""
+    return {"id": a.id, "at": rfc3339(a.at), "actor": a.actor, "action": a.action, "job_id": a.job_id, "detail": a.detail}
+
+
 def audit_detail(raw: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(raw or "{}")
-    except ValueError:
-        return {"raw": raw}
-    return value if isinstance(value, dict) else {"value": value}
+    return json_object(raw or "{}") or {}

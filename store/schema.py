@@ -16,21 +16,18 @@ open may do is the caller's choice (`Store.open(create=, upgrade=)`):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, inspect, text
 
 from .engine import StoreError, StoreLocation, write_tx
+from .revisions import MIGRATIONS, head_revision, known_revisions
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-MIGRATIONS = Path(__file__).with_name("migrations")
 # Any fixed number: it only has to be the same in every Swarmkit process.
 PG_MIGRATION_LOCK = 0x5357_4B31
 
@@ -53,35 +50,6 @@ def _config() -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
-
-
-_REVISION_LINE = re.compile(r"""^(revision|down_revision)\s*(?::[^=\n]*)?=\s*(?:['"]([^'"]+)['"]|None)\s*$""", re.M)
-
-
-@cache
-def known_revisions() -> dict[str, str | None]:
-    """Each revision of migrations/versions and the one it follows, read from the files' own lines.
-
-    Only a migration loads Alembic (its import and its script folder cost a
-    one-shot verb more than its work, issue 13); which revision is the head
-    is a fact of these files, read here. tests/test_schema_and_open.py checks
-    that Alembic reads the same.
-    """
-    found: dict[str, str | None] = {}
-    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
-        names = dict((m[1], m[2]) for m in _REVISION_LINE.finditer(path.read_text(encoding="utf-8")))
-        if names.get("revision"):
-            found[names["revision"]] = names.get("down_revision")
-    return found
-
-
-def head_revision() -> str:
-    """The revision no other follows: the schema this code wants."""
-    revisions = known_revisions()
-    heads = set(revisions) - {down for down in revisions.values() if down}
-    if len(heads) != 1:
-        raise StoreError(f"the migrations in {MIGRATIONS} have {len(heads)} heads ({', '.join(sorted(heads))}); expected one")
-    return heads.pop()
 
 
 def _current_revision(conn: Connection, tables: list[str]) -> str | None:

@@ -98,6 +98,12 @@ def _pg_schema():
         pass
 
 
+@pytest.fixture(autouse=True)
+def own_config_folder(tmp_path_factory, monkeypatch):
+    """No test reads or writes the real user's config (the console keeps its theme there)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg")))
+
+
 @pytest.fixture
 def sqlite_url(workspace: Path) -> str:
     return f"sqlite:///{workspace}/.swarmkit/store.db"

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import insert
 
+from swarmkit.runtime.steps import step_words
 from swarmkit.store import Store
 from swarmkit.store.models import audit, checkpoints, events, jobs, workers, workspaces
 
@@ -43,9 +44,9 @@ RUNS: list[tuple[str, str, str, list[str], int, str | None, int, int, dict[str, 
     ("cancelling", "bulk-rename", "running", ["scan", "rename"], 0, "rename", 60, 3,
      dict(cancel_requested_s=3, cancel_requested_by="lee@build-01", heartbeat_s=1, last_event_s=1, started_s=58, tokens=2100, cost=0.03)),
     ("stopping", "train-eval", "running", ["prepare", "train", "eval"], 1, "train", 180, 40,
-     dict(stop_requested_s=40, stop_requested_by="ana@ops-laptop", heartbeat_s=1, last_event_s=2, started_s=178, tokens=120400, cost=1.84)),
+     dict(stop_requested_s=40, stop_requested_by="ana@ops-laptop", heartbeat_s=1, last_event_s=2, started_s=178, node_started_s=100, tokens=120400, cost=1.84)),
     ("running", "research-crawl", "running", ["plan", "fetch-sources", "read", "summarise", "cite", "publish"], 2, "read", 480, 45,
-     dict(heartbeat_s=1, last_event_s=1, started_s=478, tokens=48210, cost=0.62)),
+     dict(heartbeat_s=1, last_event_s=1, started_s=478, node_started_s=190, tokens=48210, cost=0.62)),
     ("stalled", "index-docs", "running", ["split", "clean", "embed", "store"], 2, "embed", 900, 370,
      dict(heartbeat_s=1, last_event_s=360, started_s=898, tokens=9800, cost=0.11)),
     ("deferred", "release", "deferred", ["build", "test", "ship"], 2, "ship", 1200, 240,
@@ -63,6 +64,9 @@ RUNS: list[tuple[str, str, str, list[str], int, str | None, int, int, dict[str, 
     ("faulted", "ingest", "faulted", ["pull", "parse"], 1, None, 700, 420,
      dict(ended_s=420, started_s=690, error="runtime fault: ConnectionResetError: harness connection lost")),
 ]
+
+# How long train-eval's train node took in its past runs: it usually takes 130 s (the median).
+PAST_TRAIN_S = (120, 130, 145)
 
 # Files in the workspaces that exist, so that the cancel dialog has sizes to show.
 WORKSPACE_FILES = {
@@ -129,6 +133,7 @@ async def build(workspace: Path, now: datetime = FROZEN_NOW) -> str:
                     last_event_at=ago(extra.get("last_event_s", updated_s if hosted else None)),
                     current_node=node, step=step, steps=len(agents), tokens=extra.get("tokens", 0), cost=extra.get("cost", 0.0),
                     error=extra.get("error"), pending_gate=gate, approved_step=None, workspace_root=str(workspace),
+                    node_started_at=ago(extra.get("node_started_s", updated_s if status == "running" else None)),
                 )
                 await conn.execute(insert(jobs).values(**values))
                 await conn.execute(insert(checkpoints).values(job_id=jid, step=0, node=None, state='{"inputs":{}}', epoch=0, created_at=ago(created_s)))
@@ -136,9 +141,9 @@ async def build(workspace: Path, now: datetime = FROZEN_NOW) -> str:
                     await conn.execute(insert(checkpoints).values(job_id=jid, step=i + 1, node=agents[i], state="{}", epoch=1, created_at=ago(created_s - 30 * (i + 1))))
                 await conn.execute(insert(audit).values(at=ago(created_s), actor="ana@ops-laptop", action="run.submitted", job_id=jid, detail=json.dumps({"flow": flow})))
                 if extra.get("stop_requested_by"):
-                    await conn.execute(insert(audit).values(at=ago(extra["stop_requested_s"]), actor=extra["stop_requested_by"], action="run.stop_requested", job_id=jid, detail=json.dumps({"node": node, "step": step})))
+                    await conn.execute(insert(audit).values(at=ago(extra["stop_requested_s"]), actor=extra["stop_requested_by"], action="run.stop_requested", job_id=jid, detail=json.dumps({"node": node, "step": step_words(step, len(agents))})))
                 if status == "stopped":
-                    await conn.execute(insert(audit).values(at=ago(updated_s), actor=extra["stop_requested_by"], action="run.stopped", job_id=jid, detail=json.dumps({"boundary": node, "step": step})))
+                    await conn.execute(insert(audit).values(at=ago(updated_s), actor=extra["stop_requested_by"], action="run.stopped", job_id=jid, detail=json.dumps({"boundary": node, "step": step_words(step, len(agents))})))
                 if extra.get("cancel_requested_by"):
                     await conn.execute(insert(audit).values(at=ago(extra["cancel_requested_s"]), actor=extra["cancel_requested_by"], action="run.cancel_requested", job_id=jid, detail=json.dumps({"keep": False})))
                 if status == "cancelled":
@@ -160,6 +165,21 @@ async def build(workspace: Path, now: datetime = FROZEN_NOW) -> str:
                 step = ["plan", "fetch-sources", "read"].index(node)
                 rows.append(dict(job_id=crawl, at=ago(start - 10 - i * 9), kind=kind, node=node, step=step, text=text))
             await conn.execute(insert(events), rows)
+            # Past runs of train-eval, long ended (not shown by default): how long its train node usually takes.
+            for i, train_s in enumerate(PAST_TRAIN_S):
+                jid = run_id(f"past-train-{i}")
+                created = 86_400 * (i + 2)
+                agents = ["prepare", "train", "eval"]
+                await conn.execute(insert(jobs).values(
+                    id=jid, flow="train-eval", flow_path="/srv/flows/train-eval.toml", flow_source=_flow_source("train-eval", agents),
+                    inputs="{}", status="completed", created_at=ago(created), updated_at=ago(created - 600), started_at=ago(created),
+                    ended_at=ago(created - 600), cancel_keep=False, epoch=1, host="worker-a", pid=4121, current_node="eval", step=3, steps=3,
+                    tokens=150_000, cost=2.4, workspace_root=str(workspace),
+                ))
+                await conn.execute(insert(events), [
+                    dict(job_id=jid, at=ago(created - 20), kind="node.started", node="train", step=1, text="2/3 train"),
+                    dict(job_id=jid, at=ago(created - 20 - train_s), kind="node.finished", node="train", step=1, text="2/3 train done"),
+                ])
             for key, flow, status, agents, step, node, created_s, updated_s, extra in RUNS:
                 if key == "running":
                     continue

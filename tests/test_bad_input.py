@@ -68,7 +68,7 @@ def no_runs(cli: Cli) -> None:
     if res.returncode == 2:
         assert "no store at" in res.stderr, res.stderr
         return
-    assert res.returncode == 0 and json.loads(res.stdout) == [], res.stdout
+    assert res.returncode == 0 and json.loads(res.stdout)["runs"] == [], res.stdout
 
 
 # --- flows, callables, inputs ------------------------------------------------------------

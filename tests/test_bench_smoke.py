@@ -27,6 +27,7 @@ SCRIPTS = {
     "logs.py": "lag: printed -> painted on screen",
     "wal.py": "WAL largest",
     "http_api.py": "GET /jobs/{id} with 16 clients",
+    "containment.py": "from the host frozen (SIGSTOP) to its agent dead",
 }
 
 

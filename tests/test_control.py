@@ -51,7 +51,7 @@ def test_stopped_is_distinct_in_the_row_and_every_surface(cli: Cli, tmp_path: Pa
     for status, short in ids.items():
         assert job(cli.store_url, cli.workspace, short).status == status
     listing = json.loads(cli.call("status", "--json", check=True).stdout)
-    by_short = {v["short_id"]: v for v in listing}
+    by_short = {v["short_id"]: v for v in listing["runs"]}
     for status, short in ids.items():
         assert by_short[short]["status"] == status
         assert by_short[short]["display_status"] == status
@@ -80,7 +80,7 @@ def test_every_jobs_column_is_reachable_in_the_merged_view(cli: Cli, tmp_path: P
     listing = json.loads(cli.call("status", "--json", check=True).stdout)
     dump = json.loads(console_once(cli, "--json"))
     assert dump["schema"] == 1 and dump["store"]
-    for view in (one, listing[0], dump["runs"][0]):
+    for view in (one, listing["runs"][0], dump["runs"][0]):
         missing = [c for c in JOB_COLUMNS if c not in view]
         assert not missing, f"columns missing from the merged view: {missing}"
         assert "display_status" in view and isinstance(view["workspaces"], list)
@@ -265,7 +265,29 @@ def test_a_stop_never_goes_missing_on_a_hundred_near_instant_agents(cli: Cli, tm
         finished = [e for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "node.finished"]
         assert len(finished) == row.step
         stopped = next(a for a in audit(cli.store_url, cli.workspace, row.id) if a.action == "run.stopped")
-        assert stopped.detail["step"] == row.step
+        assert stopped.detail["step"] == f"{row.step + 1}/{row.steps}"  # the node it parked before, 1-based
+
+
+def test_one_step_numbering_on_every_surface(cli: Cli, tmp_path: Path):
+    """Deferred, approved (queued) and stopped, the run is at `2/2 two` in the table, the act's words, audit and events."""
+    flow = write_flow(tmp_path, "two", 'name = "two"\n[[agents]]\nname = "one"\ncommand = "true"\n[[agents]]\nname = "two"\napprove = true\ncommand = "true"\n')
+    short = cli.call("run", str(flow), check=True).stdout.split()[0]
+
+    def table_line() -> str:
+        return next(line for line in cli.call("status", check=True).stdout.splitlines() if line.startswith(short))
+
+    assert " deferred " in table_line() and "2/2 two" in table_line()
+    approved = cli.call("approve", short, check=True).stdout
+    assert "at agent 2/2 two" in approved, approved
+    assert " queued " in table_line() and "2/2 two" in table_line()  # it was "1/2 two" once queued
+    assert "stopped at once" in cli.call("stop", short, check=True).stdout
+    assert " stopped " in table_line() and "2/2 two" in table_line()
+    row = job(cli.store_url, cli.workspace, short)
+    steps = {a.action: a.detail.get("step") for a in audit(cli.store_url, cli.workspace, row.id) if "step" in a.detail}
+    assert steps == {"gate.approved": "2/2", "run.resumed": "2/2", "run.stop_requested": "2/2", "run.stopped": "2/2"}, steps
+    texts = {e.kind: e.text for e in events(cli.store_url, cli.workspace, row.id)}
+    assert texts["node.started"] == "1/2 one" and texts["node.finished"].startswith("1/2 one done")
+    assert "before 2/2 two" in texts["run.deferred"], texts["run.deferred"]
 
 
 def test_malformed_flows_are_refused_before_any_run_exists(cli: Cli, tmp_path: Path):
@@ -291,7 +313,7 @@ def test_malformed_flows_are_refused_before_any_run_exists(cli: Cli, tmp_path: P
     assert res.returncode == 2 and "expected key=value" in res.stderr
     # Refused before anything was written: no run, and no store made for one.
     looked = cli.call("status", "--json")
-    assert (looked.returncode == 2 and "no store at" in looked.stderr) or json.loads(looked.stdout) == [], looked.stderr
+    assert (looked.returncode == 2 and "no store at" in looked.stderr) or json.loads(looked.stdout)["runs"] == [], looked.stderr
 
 
 def test_command_agents_see_their_environment_and_inputs(cli: Cli, tmp_path: Path):

@@ -83,7 +83,7 @@ def statuses(cli: Cli, ids: list[str]) -> dict[str, str]:
     """The runs' statuses as `swarmkit status --json` shows them (it also marks lost runs, as every reader does)."""
     res = cli.call("status", "--json", "--all", str(cli.workspace))
     assert res.returncode == 0, res.stderr
-    return {v["id"]: v["status"] for v in json.loads(res.stdout) if v["id"] in ids}
+    return {v["id"]: v["status"] for v in json.loads(res.stdout)["runs"] if v["id"] in ids}
 
 
 def reference_states(cli: Cli, flows, names=("quick", "shell")) -> dict[str, tuple]:

@@ -68,7 +68,7 @@ class WorkerProc:
         except AssertionError:
             self.kill()
             raise
-        m = re.match(r"worker ([0-9a-f]{8}) ", self.out[0] if self.out else "")
+        m = re.match(r"(?:\S+Z )?worker ([0-9a-f]{8}) ", self.out[0] if self.out else "")  # after the line's time
         if not m:
             self.kill()
             raise AssertionError(f"the worker did not start: {first!r}\n{self.text()}")

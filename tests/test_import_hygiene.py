@@ -56,7 +56,7 @@ def test_no_forbidden_module_after_import(package, tmp_path):
     names = [
         "swarmkit." + ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
         for p in modules_of(package)
-        if "migrations" not in p.parts
+        if "migrations" not in p.parts and p.name != "__main__.py"  # importing `python -m`'s module runs the command
     ]
     code = (
         "import importlib, json, sys\n"
@@ -128,6 +128,6 @@ def test_nothing_but_the_serve_verb_imports_the_serve_package():
             if "serve" in path.relative_to(ROOT).parts:
                 continue
             text = path.read_text(encoding="utf-8")
-            if re.search(r"^\s*from \.serve|^\s*(from|import) swarmkit\.runtime\.serve", text, re.M):
+            if re.search(r"^\s*from \.+serve\b|^\s*(from|import) swarmkit\.runtime\.serve", text, re.M):
                 importers.append(str(path.relative_to(ROOT)))
-    assert importers == ["runtime/cli.py"]
+    assert importers == ["runtime/cli/serve.py"]

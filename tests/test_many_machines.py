@@ -56,7 +56,7 @@ def cli_console(store_url: str) -> list[str]:
 def _status(cli: Cli, env: dict[str, str] | None = None) -> dict[str, str]:
     r = cli.run("status", "--json", env=env, timeout=60)
     assert r.returncode == 0, r.stderr
-    return {j["id"]: j["status"] for j in json.loads(r.stdout)}
+    return {j["id"]: j["status"] for j in json.loads(r.stdout)["runs"]}
 
 
 def _stop(*procs: subprocess.Popen) -> None:

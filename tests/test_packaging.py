@@ -62,7 +62,9 @@ def test_the_wheel_holds_only_swarmkit_and_its_dist_info(wheel):
         "swarmkit/store/__init__.py",
         "swarmkit/store/migrations/versions/0001_initial_tables.py",
         "swarmkit/store/migrations/script.py.mako",
-        "swarmkit/runtime/cli.py",
+        "swarmkit/runtime/cli/__init__.py",
+        "swarmkit/runtime/cli/__main__.py",
+        "swarmkit/runtime/schemas/run_list.schema.json",
         "swarmkit/runtime/agent_supervisor.py",
         "swarmkit/console/console.tcss",
         "swarmkit/console/demo/release.toml",
@@ -156,6 +158,9 @@ def test_both_commands_say_their_version():
     import sys
     from importlib.metadata import version
 
+    from swarmkit.store.schema import head_revision
+
+    # The version, and the schema revision this code wants (what `swarmkit db status` compares a store with).
     for module, name in (("swarmkit.runtime.cli", "swarmkit"), ("swarmkit.console.cli", "swarmkit-console")):
         r = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0 and r.stdout.strip() == f"{name} {version('swarmkit-run-control')}", (r.stdout, r.stderr)
+        assert r.returncode == 0 and r.stdout.strip() == f"{name} {version('swarmkit-run-control')} (store schema revision {head_revision()})", (r.stdout, r.stderr)

@@ -116,7 +116,7 @@ def test_a_worker_that_cannot_load_a_run_leaves_it_queued_and_says_why(cli: Cli,
     lacking = cli.start("worker")
     try:
         banner = lacking.stdout.readline()
-        worker_id = banner.split()[1]
+        worker_id = banner.split()[2]  # `<time> worker <id> on <host> ...`
 
         def told():
             return [e for e in events(cli.store_url, cli.workspace, run_id) if e.kind == "run.unloadable"]

@@ -184,7 +184,7 @@ def test_a_store_moved_away_under_a_running_host_is_noticed(sqlite_url: str, wor
     try:
         def started() -> bool:
             r = cli.run("status", "--json")
-            return r.returncode == 0 and any(j["status"] == "running" for j in json.loads(r.stdout))
+            return r.returncode == 0 and any(j["status"] == "running" for j in json.loads(r.stdout)["runs"])
 
         wait_for(started, timeout=30, interval=0.2, what="the run to start")
         db = workspace / ".swarmkit" / "store.db"

@@ -168,7 +168,7 @@ def test_the_corpus_reaches_no_terminal_through_any_surface(cli: Cli, tmp_path: 
     _, out = on_pty(cli, "status", short, "--json", str(cli.workspace))
     view = json.loads(out.replace("\r\n", "\n"))
     assert view["flow"] == " ".join(CORPUS[:6]) + " flow"
-    assert json.loads(view["inputs"])["markup"] == "[@click=app.quit]x[/]"
+    assert view["inputs"]["markup"] == "[@click=app.quit]x[/]"
     _, out = on_pty(cli, argv=console_argv(cli.store_url, "--once", "--json", str(cli.workspace)))
     dump = json.loads(out.replace("\r\n", "\n"))
     assert any(r["flow"] == view["flow"] for r in dump["runs"])

@@ -181,7 +181,7 @@ def test_a_worker_drains_on_sigterm_parking_its_runs_back_to_the_queue(cli: Cli,
     row = job(cli.store_url, cli.workspace, short)
     assert row.status == "queued" and row.stop_requested_at is None and row.step == 1, row
     parked = [e for e in events(cli.store_url, cli.workspace, row.id) if e.kind == "run.parked"]
-    assert parked and "worker " in parked[0].text and "before b" in parked[0].text
+    assert parked and "worker " in parked[0].text and "before 2/2 b by worker" in parked[0].text
     # Any worker takes it from its checkpoint and completes it.
     again = cli.start("worker")
     try:

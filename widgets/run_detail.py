@@ -91,6 +91,10 @@ class RunDetail(Horizontal):
         with VerticalScroll(id="run-detail-sections"):
             yield Static(sections_text(None), id="run-detail-sections-body")
 
+    def restyle(self) -> None:
+        """The status looks changed (a new theme): the same run in the new colours."""
+        self.query_one("#run-detail-facts-body", Static).update(facts_text(self.data, self._placeholder))
+
     def show(self, data: RunDetailData | None, placeholder: str = "no run selected") -> None:
         if data == self.data and placeholder == self._placeholder:
             return

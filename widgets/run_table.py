@@ -7,10 +7,14 @@ that run's line only, so a poll that changes nothing costs nothing to paint.
 
 Rows stay put: the table keeps its own order. The default is newest first
 (created desc); the operator picks another (a click on a header, or the keys
-1..8 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
+1..9 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
 change keeps its place; a new run is inserted where the sort puts it, and when
 that is above the cursor the view scrolls with it, so that the run under the
 cursor stays on the same screen line.
+
+Marks: the owner marks runs to act on several at once; a marked row shows
+`MARK` in its first cell of padding and the `run-table--marked` style. A run
+that leaves the table loses its mark: nothing is acted on unseen.
 """
 
 from __future__ import annotations
@@ -47,15 +51,19 @@ class RunRow:
     last_work: str
     requested_by: str
     usage: str
+    burn: str = ""  # cost per minute, for a running run
     created_at: float = 0.0  # epoch seconds; the default order, newest first
     in_state_at: float = 0.0  # when it entered the state it is shown in
     last_work_at: float = 0.0  # its last sign of work
+    burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
 
     def shown(self) -> tuple[str, ...]:
         return tuple(getattr(self, f) for _, _, f in COLUMNS)
 
 
-# Column key, header, and the RunRow field it shows: the one definition of the run table's columns.
+# Column key, header, and the RunRow field it shows. What each column says is defined once, for
+# `swarmkit status` too, in swarmkit.runtime.run_columns (which widgets may not import): a test
+# holds these headers and fields to it.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("id", "ID", "short_id"),
     ("flow", "FLOW", "flow"),
@@ -65,13 +73,15 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("last_work", "LAST WORK", "last_work"),
     ("requested_by", "REQUESTED BY", "requested_by"),
     ("usage", "USAGE", "usage"),
+    ("burn", "BURN", "burn"),
 )
 _FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
 _COLUMN_INDEX = {col: i for i, (col, _, _) in enumerate(COLUMNS)}
-_LIMITS = {"flow": 32, "node": 32, "requested_by": 32}
-_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at"}
+_LIMITS = {"flow": 32, "node": 64, "requested_by": 32}
+_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate"}
 _STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
+MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
 
 assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
 
@@ -93,6 +103,8 @@ def sort_value(row: RunRow, column: str | None) -> tuple:
         return (-row.in_state_at, row.key)
     if column == "last_work":
         return (-row.last_work_at, row.key)
+    if column == "burn":
+        return (-row.burn_rate, -row.created_at, row.key)
     return (getattr(row, COLUMNS[_COLUMN_INDEX[column]][2]).casefold(), -row.created_at, row.key)
 
 
@@ -114,10 +126,12 @@ class RunTable(ScrollView, can_focus=True):
     """
 
     DEFAULT_CSS = load_css("run_table.tcss")
-    COMPONENT_CLASSES = {"run-table--header", "run-table--cursor", "run-table--cursor-blurred", "run-table--sorted"}
+    COMPONENT_CLASSES = {"run-table--header", "run-table--cursor", "run-table--cursor-blurred", "run-table--sorted", "run-table--marked"}
     BINDINGS = [
         Binding("up", "cursor_up", "Up", show=False),
         Binding("down", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("j", "cursor_down", "Down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "first", "First", show=False),
@@ -161,10 +175,11 @@ class RunTable(ScrollView, can_focus=True):
         self._widths = [len(title) for _, title, _ in COLUMNS]
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
-        self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, list[Segment]]]] = {}
+        self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, str | None, list[Segment]]]] = {}
         self._dirty_lines: set[int] = set()  # screen lines to repaint at the next flush
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
+        self._marked: set[str] = set()
         self._base: Style | None = None  # the widget's own rich style, until its styles change
         # The owner's current row for a run, for rows on screen between two `show` calls.
         self.row_source: Callable[[str], RunRow | None] | None = None
@@ -205,6 +220,36 @@ class RunTable(ScrollView, can_focus=True):
         self.move_cursor(index)
         return True
 
+    # --- marks --------------------------------------------------------------------
+
+    @property
+    def marked_keys(self) -> list[str]:
+        """The marked runs, in the order shown."""
+        if not self._marked:
+            return []
+        return [k for k in self._order if k in self._marked]
+
+    def is_marked(self, key: str) -> bool:
+        return key in self._marked
+
+    def toggle_mark(self, key: str) -> bool:
+        """Mark or unmark a shown run; returns whether it is marked now."""
+        if key not in self._shown:
+            return False
+        if key in self._marked:
+            self._marked.discard(key)
+        else:
+            self._marked.add(key)
+        self._refresh_key(key)
+        self._flush_lines()
+        return key in self._marked
+
+    def clear_marks(self) -> None:
+        marked, self._marked = self._marked, set()
+        for key in marked:
+            self._refresh_key(key)
+        self._flush_lines()
+
     def _positions(self) -> dict[str, int]:
         if self._index is None:
             self._index = {k: i for i, k in enumerate(self._order)}
@@ -233,6 +278,7 @@ class RunTable(ScrollView, can_focus=True):
         if gone:
             for key in gone:
                 del self._shown[key]
+                self._marked.discard(key)
                 self._strips.pop(key, None)
                 self._cells.pop(key, None)
                 self._cell_segments.pop(key, None)
@@ -435,6 +481,12 @@ class RunTable(ScrollView, can_focus=True):
         self._header = None
         self._base = None
 
+    def restyle(self) -> None:
+        """The status looks changed (a new theme): draw every cell again."""
+        self._cells.clear()
+        self._strips.clear()
+        self.refresh()
+
     # --- the cursor -----------------------------------------------------------------
 
     def move_cursor(self, row: int) -> None:
@@ -557,7 +609,8 @@ class RunTable(ScrollView, can_focus=True):
             index = int(self.scroll_y) + y - 1
             if index >= len(self._order):
                 return Strip.blank(width, base)
-            strip = self._row_strip(self._order[index], index == self.cursor_row)
+            key = self._order[index]
+            strip = self._row_strip(key, index == self.cursor_row, key in self._marked)
         return strip.crop_extend(scroll_x, scroll_x + width, base)
 
     def _header_strip(self) -> Strip:
@@ -581,23 +634,28 @@ class RunTable(ScrollView, can_focus=True):
         self._header = (sig, strip)
         return strip
 
-    def _row_strip(self, key: str, cursor: bool) -> Strip:
+    def _row_strip(self, key: str, cursor: bool, marked: bool = False) -> Strip:
         row = self._shown[key]
         shown = row.shown()
         focused = self.has_focus
-        sig = (shown, tuple(self._widths), cursor, focused)
+        sig = (shown, tuple(self._widths), cursor, focused, marked)
         cached = self._strips.get(key)
         if cached is not None and cached[0] == sig:
             return cached[1]
         style = self._base_style
+        if marked:
+            style = style + self.get_component_rich_style("run-table--marked")
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
-        strip = self._line(self._cells_of(row), style, self._cell_segments.setdefault(key, {}))
+        strip = self._line(self._cells_of(row), style, MARK if marked else None, self._cell_segments.setdefault(key, {}))
         self._strips[key] = (sig, strip)
         return strip
 
-    def _line(self, cells: Sequence[Text], style: Style, kept: dict[int, tuple[Text, int, Style, list[Segment]]] | None = None) -> Strip:
-        """One line of cells. `kept`: the row's rendered cells, by column, reused while cell, width and style are the same.
+    def _line(
+        self, cells: Sequence[Text], style: Style, mark: str | None = None,
+        kept: dict[int, tuple[Text, int, Style, str | None, list[Segment]]] | None = None,
+    ) -> Strip:
+        """One line of cells. `kept`: the row's rendered cells, by column, reused while cell, width, style and mark are the same.
 
         A live run's row changes a cell or two a second (its usage, an age):
         rendering only those through Rich is most of what idle costs."""
@@ -605,18 +663,19 @@ class RunTable(ScrollView, can_focus=True):
         segments: list[Segment] = []
         pad = Segment(" " * PAD, style)
         for i, (cell, width) in enumerate(zip(cells, self._widths)):
+            lead = mark if i == 0 else None
             done = kept.get(i) if kept is not None else None
-            if done is not None and done[0] is cell and done[1] == width and done[2] == style:
-                segments.extend(done[3])
+            if done is not None and done[0] is cell and done[1] == width and done[2] == style and done[3] == lead:
+                segments.extend(done[4])
                 continue
             text = cell.copy()
             text.truncate(width, overflow="ellipsis", pad=True)
-            rendered = [pad]
+            rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
             for seg in text.render(console, end=""):
                 rendered.append(Segment(seg.text, style + seg.style if seg.style else style))
             rendered.append(pad)
             if kept is not None:
-                kept[i] = (cell, width, style, rendered)
+                kept[i] = (cell, width, style, lead, rendered)
             segments.extend(rendered)
         return Strip(segments, self._total_width()).simplify()
 

@@ -24,6 +24,7 @@ class StoreSummary:
     read_only: bool = False
     clock: str = ""
     warning: str = ""  # e.g. that a read-only store may show stale data
+    burn: str = ""  # what every running run spends together, per minute
 
 
 def summary_text(s: StoreSummary) -> Text:
@@ -36,6 +37,9 @@ def summary_text(s: StoreSummary) -> Text:
         line.append("?", style="dim")
     else:
         line.append(str(s.workers), style="bold green" if s.workers else "bold red")
+    if s.burn:
+        line.append("   burn ", style="dim")
+        line.append(safe(s.burn), style="bold")
     line.append("   data ", style="dim")
     line.append(safe(s.data_age), style="bold red" if s.stale else "")
     if s.clock:
@@ -77,3 +81,7 @@ class StateCounts(Static):
             # Two lines, always (CSS height: 2): no layout of the whole screen
             # for a clock that ticks every second (bench/console_render.py).
             self.update(summary_text(summary), layout=False)
+
+    def restyle(self) -> None:
+        """The status looks changed (a new theme): the same summary in the new colours."""
+        self.update(summary_text(self.summary), layout=False)

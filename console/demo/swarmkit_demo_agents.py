@@ -1,8 +1,9 @@
 """Agents for `swarmkit-console demo`: they really run, slowly enough to watch.
 
 Each sleeps a little between log lines, writes files in its run's workspace
-and reports usage, like a model-backed agent would. Async, so that a cancel
-interrupts them at once.
+and reports usage as it goes, like a model-backed agent would: the row's cost
+and burn rate move within a heartbeat. Async, so that a cancel interrupts them
+at once.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ def _rng(ctx) -> random.Random:
     return random.Random(f"{ctx.run_id}:{ctx.node}")
 
 
-async def _steps(ctx, count: int, every: float, line) -> None:
+async def _steps(ctx, count: int, every: float, line, tokens: int = 0, cost: float = 0.0) -> None:
     for i in range(1, count + 1):
         await asyncio.sleep(every)
         ctx.log(line(i))
+        if tokens or cost:
+            ctx.add_usage(tokens, cost)
 
 
 async def plan(ctx):
@@ -59,9 +62,8 @@ async def read(ctx):
 
 
 async def summarise(ctx):
-    await _steps(ctx, 20, 1.5, lambda i: f"summarising section {i}/20")
+    await _steps(ctx, 20, 1.5, lambda i: f"summarising section {i}/20", 600, 0.008)
     (ctx.workspace / "summary.md").write_text("# summary\n", encoding="utf-8")
-    ctx.add_usage(12_000, 0.16)
 
 
 async def cite(ctx):
@@ -111,8 +113,7 @@ async def clean(ctx):
 
 
 async def embed(ctx):
-    await _steps(ctx, 20, 1.0, lambda i: f"embedded batch {i}/20")
-    ctx.add_usage(8_000, 0.008)
+    await _steps(ctx, 20, 1.0, lambda i: f"embedded batch {i}/20", 400, 0.0004)
 
 
 async def store(ctx):

@@ -22,7 +22,7 @@ from swarmkit.store.clock import store_now
 from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, LOST, STOPPED
 from swarmkit.store.pages import audit_page
 from swarmkit.store.queries import events_after, get_job, workspaces_for
-from swarmkit.store.records import EventRecord, merged_view
+from swarmkit.store.records import EventRecord, audit_view, event_view, merged_view
 
 from .. import control
 from .app import BadRequest, Ctx, ctx_of, look_for_lost, reader
@@ -40,7 +40,7 @@ _POLL_S = 0.2
 
 
 def event_of(ev: EventRecord) -> Event:
-    return Event(id=ev.id, job_id=ev.job_id, at=ev.at.isoformat(), kind=ev.kind, node=ev.node, step=ev.step, text=ev.text)
+    return Event(**event_view(ev))
 
 
 @router.get("/jobs/{job_id}/events", response_model=EventPage, summary="A run's events after an event id, oldest first")
@@ -65,7 +65,7 @@ async def audit(
     ctx = ctx_of(request)
     run = (await control.resolve_run(ctx.store, job_id)).id if job_id else None
     rows, more = await ctx.store.run_read(lambda c: audit_page(c, after=after, limit=limit, job_id=run))
-    entries = [AuditEntry(id=r.id, at=r.at.isoformat(), actor=r.actor, action=r.action, job_id=r.job_id, detail=r.detail) for r in rows]
+    entries = [AuditEntry(**audit_view(r)) for r in rows]
     return AuditPage(events=entries, next_cursor=rows[-1].id if rows else None, has_more=more)
 
 

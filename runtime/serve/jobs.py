@@ -20,7 +20,7 @@ from swarmkit.store.clock import store_now
 from swarmkit.store.models import RUNNING, STORED_STATUSES
 from swarmkit.store.pages import UnknownCursor, jobs_page
 from swarmkit.store.queries import workspaces_for
-from swarmkit.store.records import JobRecord, merged_view
+from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, merged_view, rfc3339
 
 from .. import control
 from ..flow import Flow, load_flow, parse_inputs
@@ -87,7 +87,8 @@ async def list_runs(
         raise BadRequest(422, f"cursor {cursor!r} names no run in this store") from None
     ws = await ctx.store.run_read(lambda c: workspaces_for(c, [j.id for j in rows]))
     now = store_now()
-    return JobPage(jobs=[merged_view(j, ws[j.id], now) for j in rows], next_cursor=rows[-1].id if more and rows else None, has_more=more)
+    # The run list's one shape (`swarmkit status -o json`), with the page's cursor beside it.
+    return JobPage(schema=RUN_LIST_SCHEMA, runs=[merged_view(j, ws[j.id], now) for j in rows], next_cursor=rows[-1].id if more and rows else None, has_more=more)
 
 
 @router.get("/jobs/{job_id}", response_model=dict[str, Any], summary="One run's merged view (as `swarmkit status ID --json`)")
@@ -110,7 +111,7 @@ async def answer(request: Request, action: str, res: control.ActResult) -> JSONR
     body = ActAnswer(
         job_id=job.id, action=action, changed=res.changed, already_requested=res.already, detail=plain_lines(res.message),
         status=job.status, display_status=job.display_status(),
-        stop_requested_at=job.stop_requested_at.isoformat() if job.stop_requested_at else None,
+        stop_requested_at=rfc3339(job.stop_requested_at) if job.stop_requested_at else None,
         stop_requested_by=job.stop_requested_by, hint=hint, job=await view_of(request, job),
     )
     return JSONResponse(body.model_dump(), status_code=202 if action == "cancel" and job.status == RUNNING else 200)

@@ -20,11 +20,10 @@ import uvicorn
 
 from swarmkit.store import Store
 
-from ..control import DONE as EXIT_OK
-from ..control import REFUSED as EXIT_FAIL
 from ..echo import Echo
 from ..errors import UsageError
-from ..text import plain_lines
+from ..exit_code import ExitCode
+from ..log_lines import LogLines
 from ..worker import Worker
 from .app import make_app
 from .auth import TokenError, is_loopback, load_tokens
@@ -69,9 +68,14 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
         raise UsageError(f"--flows {args.flows}: not a folder")
     keepalive = _keepalive_s()
 
+    lines = LogLines(args.log_format, logger="swarmkit.serve")
+    lines.install()
+
     async def go(store: Store) -> int:
-        echo = Echo()
-        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=lambda m: echo(plain_lines(m)))
+        raw = Echo()
+        # Every line this process prints after its time (or as JSON), as a worker's are.
+        echo = lambda m: raw(lines(m))
+        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=echo)
         app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive)
         ctx = app.state.ctx
         config = uvicorn.Config(
@@ -108,13 +112,13 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
                 worker.drain()
             if hosting:
                 await hosting
-            return EXIT_FAIL
+            return ExitCode.FAILED
         except asyncio.CancelledError:
             echo("swarmkit serve: left its runs; they become lost after the lease and can be resumed.")
             if hosting:
                 hosting.cancel()
-            echo.flush()
-            return EXIT_OK
+            raw.flush()
+            return ExitCode.OK
         finally:
             announce.cancel()
         try:
@@ -124,13 +128,13 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
                 await hosting
         except asyncio.CancelledError:
             echo("swarmkit serve: left its runs; they become lost after the lease and can be resumed.")
-        echo.flush()
-        return EXIT_OK
+        raw.flush()
+        return ExitCode.OK
 
     return await with_store(args, go)
 
 
-async def _announce(server: uvicorn.Server, host: str, store: Store, worker: Worker | None, auth: bool, echo: Echo) -> None:
+async def _announce(server: uvicorn.Server, host: str, store: Store, worker: Worker | None, auth: bool, echo: Callable[[str], None]) -> None:
     """One line once listening, with the real port (tests and scripts give --port 0 and read it)."""
     while not server.started:  # noqa: ASYNC110  (uvicorn offers a flag, not an event)
         await asyncio.sleep(0.02)

@@ -36,7 +36,12 @@ class Problem(BaseModel):
 
 
 class JobPage(BaseModel):
-    jobs: list[dict[str, Any]]
+    """A page of runs: the run list's one shape (runtime/schemas/run_list.schema.json), and the cursor to the next page."""
+
+    # `schema` would shadow BaseModel.schema(): the field is named apart, the JSON key is `schema`.
+    model_config = ConfigDict(populate_by_name=True)
+    schema_version: int = Field(alias="schema")
+    runs: list[dict[str, Any]]
     next_cursor: str | None
     has_more: bool
 

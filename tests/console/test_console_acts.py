@@ -108,11 +108,11 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         assert not run_dir.exists()
         assert await workspace_states(store_url, workspace, cancel_destroy) == ["destroyed"]
 
-        # k: cancel keeping the workspace.
+        # C: cancel keeping the workspace.
         keep_dir = workspace / ".swarmkit" / "runs" / cancel_keep
         await until(pilot, lambda: status_cell(app, cancel_keep) == "running" and (keep_dir / "out.txt").exists(), what="second canceller at work")
         assert table.select(cancel_keep)
-        await pilot.press("k")
+        await pilot.press("C")
         dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel-keep dialog")
         assert "KEPT" in str(dialog.query_one("#dialog-body").render())
         await pilot.click("#choice-cancel")
@@ -124,6 +124,11 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         await until(pilot, lambda: status_cell(app, gated) == "deferred", what="deferred at the gate")
         assert table.select(gated)
         await pilot.press("a")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the approve dialog")
+        words = str(dialog.query_one("#dialog-body").render())
+        assert gated[:8] in words and "gated" in words and "'ship'" in words and "Nothing is destroyed" in words
+        assert (await job_of(store_url, workspace, gated)).status == "deferred"  # nothing yet: it asks first
+        await pilot.click("#choice-go")
         await until(pilot, lambda: status_cell(app, gated) in ("queued", "running", "completed"), what="approved")
         assert "approved 'ship'" in screen.last_message
         await until(pilot, lambda: status_cell(app, gated) == "completed", what="completed after approval")
@@ -209,3 +214,32 @@ async def test_cursor_stays_on_its_run_while_rows_come_and_go(store_url, workspa
         assert screen.selected.id == target
         assert [k for k in table.shown_keys if k in order] == order  # statuses changed, places did not
         assert table.get_row_index(target) - int(table.scroll_y) == line  # the same line on screen
+
+
+async def test_resume_of_a_deferred_run_asks_first_for_it_approves_the_gate(store_url, workspace, fast_env):
+    import asyncio
+
+    from tests.conftest import Cli
+
+    f = flows(workspace)
+    res = await asyncio.to_thread(Cli(store_url, workspace).call, "run", str(f["gated"]), check=True)
+    gated = res.stdout.split()[0]
+    app = make_app(store_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        run = await until(pilot, lambda: next((k for k in screen.jobs if k.startswith(gated)), None), what="the deferred run")
+        assert status_cell(app, run) == "deferred"
+        assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"
+        assert screen.query_one(RunTable).select(run)
+        await pilot.press("r")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the question")
+        assert str(dialog.query_one("#dialog-title").render()) == f"Resume run {gated}, approving its gate?"
+        await pilot.press("escape")  # backing out approves nothing
+        await until(pilot, lambda: screen.last_message == f"{gated}: nothing done", what="nothing done")
+        assert (await job_of(store_url, workspace, run)).status == "deferred"
+        await pilot.press("r")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question again")
+        await pilot.click("#choice-go")
+        await until(pilot, lambda: status_cell(app, run) == "queued", what="approved and queued")
+        assert screen.last_message.startswith(f"{gated} approved 'ship' and queued (was deferred); a worker will pick it up at agent 2/2 ship.")
+        assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"  # the same numbering, queued

@@ -1,14 +1,15 @@
-"""Read-only hides every act everywhere; the command palette offers every act; the engine goes with the app."""
+"""Read-only says why every act key does nothing; the command palette offers the acts that apply; the engine goes with the app."""
 
 from __future__ import annotations
 
 from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
 from textual.command import CommandPalette
-from textual.widgets import Footer
 
+from swarmkit.console.acts import ACT_BY_ACTION
+from swarmkit.console.acts import ACT_VERBS as ACTS
 from swarmkit.console.app import make_app
 from swarmkit.console.help_screen import HelpScreen
-from swarmkit.console.main_screen import ACTS
+from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_table import RunTable
 from tests.conftest import write_flow
 
@@ -22,27 +23,35 @@ def quick(ws):
     """)
 
 
+def verb(action: str) -> str:
+    """An act's verb for its action string (`act('stop')`), any other action as it is."""
+    return ACT_BY_ACTION[action].verb if action in ACT_BY_ACTION else action
+
+
 def footer_keys(app) -> set[str]:
-    return {binding.action for (_, binding, enabled, _) in app.screen.active_bindings.values() if binding.show and enabled}
+    return {verb(binding.action) for (_, binding, enabled, _) in app.screen.active_bindings.values() if binding.show and enabled}
 
 
 async def test_read_only_hides_every_act_and_says_so(sqlite_url, workspace, fast_env):
     await init_store(sqlite_url, workspace)
     (run,) = await submit(sqlite_url, workspace, quick(workspace))
     app = make_app(sqlite_url, workspace, read_only=True, poll_interval=0.1)
-    async with app.run_test(size=(150, 40)) as pilot:
+    async with app.run_test(size=(150, 40), notifications=True) as pilot:
         screen = await first_poll(pilot)
         assert screen.query_one(RunTable).select(run)
         assert screen.query_one("#header").summary.read_only
         assert "READ-ONLY" in str(screen.query_one("#header").render())
         shown = footer_keys(app)
         assert "logs" in shown and not shown & set(ACTS)
-        assert all(screen.check_action(act, ()) is False for act in ACTS)
-        assert not [c for c in screen.palette_commands() if c[2] in ACTS]
-        for key in ("s", "r", "c", "k", "a"):
+        assert all(screen.check_action("act", (act,)) is False for act in ACTS)
+        assert not [c for c in screen.palette_commands() if verb(c[2]) in ACTS]
+        for key in ("s", "r", "c", "C", "a", "space"):
             await pilot.press(key)
         await pilot.pause(0.5)
-        assert app.screen is screen and screen.last_message == ""
+        # Each key says why it does nothing; one toast says it, not six.
+        assert app.screen is screen and screen.last_message.startswith("read-only: acts are off (--read-only)")
+        assert len(screen.query("Toast")) == 1
+        assert not screen.query_one(RunTable).marked_keys
         assert (await job_of(sqlite_url, workspace, run)).status == "queued"
         await pilot.press("question_mark")
         help_screen = await until(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, what="help")
@@ -52,14 +61,18 @@ async def test_read_only_hides_every_act_and_says_so(sqlite_url, workspace, fast
         await pilot.press("escape")
 
 
-async def test_palette_offers_every_act_and_runs_it(sqlite_url, workspace, fast_env):
+async def test_palette_offers_the_acts_that_apply_and_runs_them(sqlite_url, workspace, fast_env):
     await init_store(sqlite_url, workspace)
     (run,) = await submit(sqlite_url, workspace, quick(workspace))
     app = make_app(sqlite_url, workspace, poll_interval=0.1)
     async with app.run_test(size=(150, 40)) as pilot:
         screen = await first_poll(pilot)
         assert screen.query_one(RunTable).select(run)
-        assert {c[2] for c in screen.palette_commands()} >= set(ACTS)
+
+        def offered() -> set[str]:
+            return {verb(c[2]) for c in screen.palette_commands()} & set(ACTS)
+
+        assert offered() == {"stop", "cancel", "cancel_keep"}  # queued: nothing to resume or approve
         assert footer_keys(app) >= set(ACTS)
         await pilot.press("ctrl+p")
         await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
@@ -67,6 +80,14 @@ async def test_palette_offers_every_act_and_runs_it(sqlite_url, workspace, fast_
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped from the palette")
-        assert screen.query_one(Footer)
+        assert offered() == {"resume", "cancel", "cancel_keep"}  # stopped: no stop offered again
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette again")
+        await pilot.press(*"stop run")
+        await pilot.pause(0.5)
+        shown = [str(o.prompt) for o in app.screen.query("OptionList").first().options]
+        assert not [p for p in shown if p.startswith("Stop run")], shown
+        await pilot.press("escape")
+        assert screen.query_one(KeyBar)
     # The app's store was let go of on its own loop when it closed.
     assert screen.link._store is None

@@ -223,3 +223,40 @@ async def test_the_first_poll_of_a_big_store_shows_the_newest_runs_and_the_next_
         assert second.full and not second.partial and len(second.jobs) == PEEK + 50
     finally:
         await link.close()
+
+
+def test_poll_schedule_backs_off_while_failing_and_polls_again_at_once_when_asked():
+    from swarmkit.console.poll_schedule import PollSchedule
+
+    armed: list[float] = []
+    polls: list[int] = []
+
+    class Timer:
+        def stop(self) -> None:
+            armed.append(-1.0)  # a timer stopped before it fired
+
+    def set_timer(delay, callback):
+        armed.append(delay)
+        return Timer()
+
+    sched = PollSchedule(0.5, set_timer, lambda: polls.append(1))
+    for _ in range(6):
+        sched.started()
+        sched.ended()
+        sched.finished(ok=False)
+    assert armed == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]  # doubling, capped at 5 s
+    assert sched.failures == 6 and sched.retry_delay == 5.0
+    sched.started()
+    sched.now()  # asked while a poll is in flight: no second poll, but the next comes at once
+    assert polls == []
+    sched.ended()
+    sched.finished(ok=True)
+    assert armed[-1] == 0.01 and sched.failures == 0 and sched.retry_delay is None
+    sched.now()  # asked between polls: the armed timer goes, the poll runs now
+    assert armed[-1] == -1.0 and polls == [1]
+    sched.close()
+    sched.started()
+    sched.ended()
+    sched.finished(ok=True)
+    sched.now()
+    assert polls == [1] and armed[-1] == -1.0  # closed: nothing is armed or run

@@ -47,6 +47,12 @@ async def settle(pilot, select: str | None = None) -> None:
             break
         await pilot.pause(0.02)
     screen = app.screen
+    # The stopping run's ETA is read off the poll; until it is back its node cell is shorter.
+    table = screen.query_one(RunTable)
+    for _ in range(400):
+        if table.row_for(run_id("stopping")) is None or "stops in" in table.get_cell(run_id("stopping"), "node").plain:
+            break
+        await pilot.pause(0.02)
     if select is not None:
         assert screen.query_one(RunTable).select(run_id(select))
     if screen.jobs:
@@ -82,6 +88,41 @@ def test_cancel_dialog(snap_compare, in_sample):
     assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
 
 
+# --- acts: marks and the confirmations ---------------------------------------------
+
+
+def test_marks(snap_compare, in_sample):
+    async def run_before(pilot):
+        await settle(pilot, select="running")
+        await pilot.press("space")  # marks it and moves down
+        assert pilot.app.screen.query_one(RunTable).select(run_id("stopped"))
+        await pilot.press("space")
+        assert pilot.app.screen.query_one(RunTable).select(run_id("deferred"))
+        await pilot.pause(0.1)
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
+
+
+def test_marked_runs_cancel_dialog(snap_compare, in_sample):
+    async def run_before(pilot):
+        await settle(pilot, select="running")
+        await pilot.press("space")
+        assert pilot.app.screen.query_one(RunTable).select(run_id("stopped"))
+        await pilot.press("space", "c")
+        await wait_screen(pilot, ConfirmDialog)
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
+
+
+def test_approve_dialog(snap_compare, in_sample):
+    async def run_before(pilot):
+        await settle(pilot, select="deferred")
+        await pilot.press("a")
+        await wait_screen(pilot, ConfirmDialog)
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=SIZE, run_before=run_before)
+
+
 def test_log_view(snap_compare, in_sample):
     async def run_before(pilot):
         await settle(pilot, select="running")
@@ -103,7 +144,7 @@ def test_help(snap_compare, in_sample):
 def test_read_only(snap_compare, in_sample):
     async def run_before(pilot):
         await settle(pilot, select="deferred")
-        await pilot.press("s", "c")  # nothing happens: no act in a read-only console
+        await pilot.press("s", "c")  # nothing happens: no act in a read-only console, and it says why
 
     assert snap_compare(frozen_app(None, in_sample, read_only=True), terminal_size=SIZE, run_before=run_before)
 
@@ -134,3 +175,33 @@ def test_store_unreachable(snap_compare, tmp_path, monkeypatch):
         await settle(pilot)
 
     assert snap_compare(frozen_app("/nonexistent-swarmkit/store.db", tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+# --- the look: terminal sizes, a light theme, cost and stop ETA ------------------------
+
+
+def test_small_terminal_80x24(snap_compare, in_sample):
+    """A dozen rows and more, the detail pane hidden, every essential key in the footer."""
+
+    async def run_before(pilot):
+        await settle(pilot, select="stopping")
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_light_theme(snap_compare, in_sample):
+    """textual-light: every status readable (stopping was a pale yellow on white)."""
+
+    async def run_before(pilot):
+        await settle(pilot, select="stalled")
+
+    assert snap_compare(frozen_app(None, in_sample, theme="textual-light"), terminal_size=SIZE, run_before=run_before)
+
+
+def test_burn_rate_and_stop_eta_at_200x60(snap_compare, in_sample):
+    """BURN per running row and in the header; the stopping row's node time and "stops in ~30s"."""
+
+    async def run_before(pilot):
+        await settle(pilot, select="stopping")
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=(200, 60), run_before=run_before)

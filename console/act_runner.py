@@ -1,0 +1,131 @@
+"""Carrying out an act from the console: on the marked runs or the one under the cursor, asking first
+where the acts table says so, through the runtime's control functions, and saying what came of it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from swarmkit.runtime import control
+from swarmkit.runtime.errors import SwarmkitError
+from swarmkit.runtime.workspaces import dir_size
+from swarmkit.store import STORE_FAULTS, StoreError
+from swarmkit.store.queries import get_job, workspaces_for
+from swarmkit.widgets.confirm_dialog import ConfirmDialog
+
+from .act_dialogs import Outcome, Target, confirmation, outcome_lines, outcome_summary
+from .acts import ACT_BY_VERB, Act
+
+if TYPE_CHECKING:
+    from .main_screen import MainScreen
+
+log = logging.getLogger("swarmkit.console")
+
+
+class ActRunner:
+    """One act at a time per key press, each in a worker of the screen's `acts` group."""
+
+    def __init__(self, screen: MainScreen) -> None:
+        self.screen = screen
+
+    def start(self, act: Act, run_ids: list[str], *, bulk: bool) -> None:
+        self.screen.run_worker(self._run(act, run_ids, bulk), group="acts")
+
+    async def _read(self, run_ids: list[str], with_workspaces: bool) -> tuple[list[Target], list[str]]:
+        link = self.screen.link
+        store = await link.get()
+        async with store.read() as conn:
+            jobs = {rid: await conn.run_sync(get_job, rid) for rid in run_ids}
+            wss = await conn.run_sync(workspaces_for, run_ids) if with_workspaces else {}
+        missing = [rid for rid, job in jobs.items() if job is None]
+        found = [(job, [w for w in wss.get(rid, []) if w.state != "destroyed"]) for rid, job in jobs.items() if job is not None]
+
+        def sized() -> list[Target]:
+            return [Target(job, tuple((w.path, w.state, dir_size(w.path)) for w in live)) for job, live in found]
+
+        return await asyncio.to_thread(sized), missing
+
+    async def _run(self, act: Act, run_ids: list[str], bulk: bool) -> None:
+        screen = self.screen
+        if screen.read_only:
+            return
+        what = act.verb.replace("_", " ")
+        try:
+            targets, missing = await screen.link.shielded(self._read(run_ids, act.verb.startswith("cancel")))
+        except Exception as exc:
+            if screen.closing:
+                return
+            screen.say(f"could not {what} {', '.join(r[:8] for r in run_ids)}: {screen.problem_words(exc)}", "error")
+            return
+        if missing and not targets:
+            screen.say(f"run {missing[0][:8]} no longer exists in {screen.link.display}", "error")
+            return
+        if any(t.job.status in act.confirms for t in targets):
+            asked = confirmation(act, targets, screen.clock())
+            choice = await screen.app.push_screen_wait(ConfirmDialog(asked.title, asked.body, list(asked.choices), back_label="Back"))
+            if screen.closing:
+                return
+            if choice is None:
+                screen.say(f"{', '.join(t.job.short_id for t in targets[:4])}{' …' if len(targets) > 4 else ''}: nothing done", "information")
+                return
+            if choice == "stop":
+                act = ACT_BY_VERB["stop"]
+        outcomes = [await screen.link.shielded(self._one(act, t.job.id)) for t in targets]
+        outcomes += [Outcome(rid[:8], None, f"no longer exists in {screen.link.display}") for rid in missing]
+        if screen.closing:
+            return
+        hint = await screen.link.shielded(self._worker_hint(act, outcomes))
+        if screen.closing:
+            return
+        if not bulk:
+            self._say_one(outcomes[0], what, hint)
+        else:
+            self._say_many(act, outcomes, hint)
+        screen.poll_now()
+
+    def _say_one(self, outcome: Outcome, what: str, hint: str) -> None:
+        res = outcome.result
+        if res is None:
+            self.screen.say(outcome.error, "error")
+            return
+        severity = "error" if res.code != control.DONE else "information" if res.changed else "warning"
+        message = res.message
+        if hint:
+            message, severity = message + "\n" + hint, "warning"
+        self.screen.say(message, severity)
+
+    def _say_many(self, act: Act, outcomes: list[Outcome], hint: str) -> None:
+        summary, severity = outcome_summary(act, outcomes, self.screen.clock())
+        if hint:
+            summary, severity = summary + "\n" + hint, "warning" if severity == "information" else severity
+        self.screen.query_one_table().clear_marks()
+        self.screen.say(summary, severity)
+        if severity != "information":
+            # Not everything went as asked: every run's outcome, in the runtime's words.
+            self.screen.app.push_screen(ConfirmDialog(summary.split("\n")[0], outcome_lines(outcomes), [], back_label="OK"))
+
+    async def _worker_hint(self, act: Act, outcomes: list[Outcome]) -> str:
+        queued = [o for o in outcomes if o.result is not None and o.result.changed and act.verb in ("resume", "approve")]
+        if not queued:
+            return ""
+        try:
+            store = await self.screen.link.get()
+            if await control.live_worker_count(store, self.screen.config.lease_s) > 0:
+                return ""
+        except Exception:  # the hint is a courtesy: the act itself is done
+            return ""
+        return control.no_worker_hint(queued[0].short_id)
+
+    async def _one(self, act: Act, run_id: str) -> Outcome:
+        """One act through the runtime's control functions."""
+        try:
+            store = await self.screen.link.get()
+            res = await act.call(store, run_id, self.screen.actor)
+            return Outcome(res.job.short_id if res.job else run_id[:8], res)
+        except SwarmkitError as exc:
+            return Outcome(run_id[:8], None, str(exc))
+        except Exception as exc:
+            if not isinstance(exc, STORE_FAULTS + (StoreError,)):
+                log.exception("%s failed", act.verb)
+            return Outcome(run_id[:8], None, f"could not {act.verb.replace('_', ' ')} {run_id[:8]}: {self.screen.problem_words(exc)}")

@@ -1,0 +1,117 @@
+"""`swarmkit`: run, host, stop, resume, cancel, approve, watch and audit runs from any terminal.
+
+One module per verb (or noun) beside this one; each adds its parser and holds
+its command. Building the parser imports none of the store, SQLAlchemy or the
+executor: `swarmkit --help` and a usage error cost only Python's start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ..version_action import VersionAction
+from . import acts, audit, completion, db, logs, run, serve, status, worker
+from .common import PROG, ExitCode, describe_store_fault, err
+
+__all__ = ["ExitCode", "build_parser", "main"]
+
+VERB_MODULES = (run, worker, acts, logs, status, audit, db, serve, completion)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run control for agent runs: run, stop, resume, cancel, approve, watch and audit them.",
+        epilog=(
+            "examples:\n"
+            "  swarmkit run flow.toml --input topic=release\n"
+            "  swarmkit status -w\n"
+            "  swarmkit stop a46614b1\n"
+            "  swarmkit audit a46614b1\n\n"
+            "exit codes: 0 done or nothing to do, 1 refused or failed, 2 bad usage or unknown run, 130 interrupted.\n"
+            "`swarmkit VERB --help` describes each verb."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action=VersionAction)
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    for module in VERB_MODULES:
+        module.add_parsers(sub)
+    return parser
+
+
+def _commands() -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
+    return {
+        "run": run.cmd_run,
+        "worker": worker.cmd_worker,
+        **{name: acts.cmd_act for name in acts.ACTS},
+        "logs": logs.cmd_logs,
+        "status": status.cmd_status,
+        "audit": audit.cmd_audit,
+        "db": db.cmd_db,
+        "serve": serve.cmd_serve,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    # argparse fills a `*` positional from one contiguous stretch only, so
+    # `run flow.toml --input k=v WORKSPACE` would leave WORKSPACE over.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "args") and not any(e.startswith("-") for e in extra):
+            args.args = list(args.args) + extra
+        elif len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "workspace", "") is None:
+            args.workspace = extra[0]
+        else:
+            parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")
+    if args.verb == "completion":
+        # Written from the parser alone: no store, no event loop, no SQLAlchemy.
+        return completion.cmd_completion(args, parser)
+    from swarmkit.store.engine import log_to_stderr
+
+    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
+    return _run(_commands()[args.verb], args)
+
+
+def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, NoStoreError, StoreError, StoreUrlError
+
+    from ..echo import say
+    from ..errors import FlowError, SwarmkitError, UsageError
+
+    # Each fault is said once, on stderr, and mapped to the one list of exit codes.
+    try:
+        return int(asyncio.run(command(args)))
+    except (UsageError, FlowError, StoreUrlError, NoStoreError) as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+    except SwarmkitError as exc:
+        # An unknown or ambiguous run is a usage slip (the id was mistyped); other refusals are failures.
+        from ..errors import AmbiguousRun, RunNotFound
+
+        err(str(exc))
+        return ExitCode.USAGE if isinstance(exc, (RunNotFound, AmbiguousRun)) else ExitCode.FAILED
+    except StoreError as exc:
+        err(str(exc))
+        return ExitCode.FAILED
+    except BrokenPipeError:
+        # `swarmkit logs ID | head`: the reader has what it wanted.
+        say("", sys.stdout)
+        return ExitCode.OK
+    except STORE_FAULTS as exc:
+        import logging
+
+        # The traceback, for SWARMKIT_LOG=DEBUG; the operator reads one line.
+        logging.getLogger("swarmkit.cli").debug("store fault", exc_info=True)
+        err(describe_store_fault(exc, args))
+        return ExitCode.FAILED
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED

@@ -1,0 +1,73 @@
+"""`swarmkit stop | approve | resume | cancel RUN_ID`: the four acts on one run, each one conditional UPDATE in control.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .common import ExitCode, add_run_id, add_store, add_workspace, err, verb, with_store
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+
+ACTS = {
+    "stop": (
+        "stop a run at its next agent boundary (resumable)",
+        "Ask a run to stop before its next agent. The agent in flight finishes; the run is then stopped, "
+        "checkpointed, and may be resumed with `swarmkit resume` or `swarmkit run --resume`.",
+        ["swarmkit stop a46614b1", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit"],
+    ),
+    "approve": (
+        "approve a run waiting at a gate",
+        "Approve the gate a deferred run waits at (an `approve = true` agent). A worker, or "
+        "`swarmkit run --resume`, then carries the run on from that agent.",
+        ["swarmkit approve a46614b1"],
+    ),
+    "resume": (
+        "queue a stopped, deferred or lost run for a worker",
+        "Put a stopped, deferred or lost run back in the queue, from its last checkpoint, for any worker to claim.",
+        ["swarmkit resume a46614b1", "swarmkit resume a46614b1 ~/work/site"],
+    ),
+    "cancel": (
+        "end a run for good (destroys its workspaces unless --keep)",
+        "End a run for good: a running run is ended at once by its host; any other is cancelled here. "
+        "Its workspaces are destroyed unless --keep. A cancelled run cannot be resumed.",
+        ["swarmkit cancel a46614b1", "swarmkit cancel a46614b1 --keep"],
+    ),
+}
+
+
+def add_parsers(sub) -> None:
+    for name, (summary, description, examples) in ACTS.items():
+        p = verb(sub, name, summary, description, examples)
+        add_store(p)
+        add_run_id(p)
+        add_workspace(p)
+        if name == "cancel":
+            p.add_argument("--keep", action="store_true", help="keep the run's workspaces")
+
+
+async def cmd_act(args) -> int:
+    from .. import control
+    from ..settings import Settings
+    from ..text import plain_lines
+
+    async def go(store: Store) -> int:
+        if args.verb == "stop":
+            res = await control.stop(store, args.run_id)
+        elif args.verb == "cancel":
+            res = await control.cancel(store, args.run_id, keep=args.keep)
+        elif args.verb == "approve":
+            res = await control.approve(store, args.run_id)
+        else:
+            res = await control.resume(store, args.run_id)
+        # What was done goes to stdout; a refusal and a warning to stderr, where scripts look for them.
+        if res.code == ExitCode.OK:
+            print(plain_lines(res.message))
+        else:
+            err(res.message)
+        if res.changed and args.verb in ("approve", "resume"):
+            if await control.live_worker_count(store, Settings.from_env().lease_s) == 0:
+                err("warning: " + control.no_worker_hint(res.job.short_id if res.job else args.run_id))
+        return res.code
+
+    return await with_store(args, go)

@@ -1,0 +1,159 @@
+"""What every verb shares: the store options, opening the store, the output option, durations, and stderr.
+
+Heavy modules (SQLAlchemy, the store, the executor) are imported inside the
+functions that need them: building the parser for `--help` must stay cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from ..echo import say
+from ..exit_code import ExitCode
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+
+PROG = "swarmkit"
+WORKSPACE_HELP = "the workspace folder whose store to use (default: the current folder)"
+RUN_ID_HELP = "the run's id, or any unique prefix of it (as `swarmkit status` shows)"
+OUTPUTS = ("table", "wide", "name", "json")
+
+# Only verbs that host runs make a store; on a local SQLite file they may upgrade it too.
+# A shared store is upgraded by `swarmkit db upgrade` alone.
+HOSTING_VERBS = frozenset({"run", "worker", "serve"})
+
+
+def err(msg: str) -> None:
+    """An error or a warning: on stderr, once, with its password hidden and no control sequence."""
+    from swarmkit.store.engine import masked
+
+    from ..text import plain_lines
+
+    say(f"{PROG}: {plain_lines(masked(msg))}", sys.stderr)
+
+
+def verb(sub, name: str, summary: str, description: str, examples: Sequence[str]) -> argparse.ArgumentParser:
+    """A verb's parser: a one-line summary for `swarmkit --help`, a description and examples for its own."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(name, help=summary, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL", help="store URL (default: SWARMKIT_STORE, else <workspace>/.swarmkit/store.db)")
+
+
+def add_workspace(p: argparse.ArgumentParser) -> None:
+    p.add_argument("workspace", nargs="?", metavar="WORKSPACE", help=WORKSPACE_HELP)
+
+
+def add_run_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
+
+
+def add_output(p: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> None:
+    p.add_argument("-o", "--output", choices=choices, default="table", help=f"how to print: {', '.join(choices)} (default table)")
+    p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration(text: str) -> timedelta:
+    """`90s`, `5m`, `1h30m`, `2d`: an argparse type, as kubectl and docker take them."""
+    s = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_S[m.group(2)]
+        pos = m.end()
+    if pos != len(s) or not s:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30s, 5m, 1h30m or 2d")
+    return timedelta(seconds=total)
+
+
+def run_and_workspace(args, name: str) -> str | None:
+    """`[RUN_ID] [WORKSPACE]`: sets args.workspace, returns the run id. One argument is the workspace if it is a folder."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+
+    positional = list(args.args)
+    run_ref = None
+    args.workspace = None
+    if len(positional) > 2:
+        raise UsageError(f"{name} takes at most a run id and a workspace")
+    if len(positional) == 2:
+        run_ref, args.workspace = positional
+    elif positional:
+        arg = positional[0]
+        if Path(arg).is_dir():
+            args.workspace = arg
+        elif "/" in arg or arg.startswith((".", "~")):
+            # A run id is hex: a slash, a dot or a tilde is a folder that was meant.
+            args.workspace = arg
+        else:
+            run_ref = arg
+    if args.workspace is not None and not Path(args.workspace).is_dir():
+        what = "is not a folder" if Path(args.workspace).exists() else "does not exist"
+        raise UsageError(f"the store folder {args.workspace} {what}")
+    return run_ref
+
+
+async def open_store(args) -> Store:
+    from swarmkit.store import Store, resolve_store
+
+    hosting = args.verb in HOSTING_VERBS
+    loc = resolve_store(args.store, getattr(args, "workspace", None))
+    # A verb that neither hosts nor serves runs its store calls inline (see Store): on SQLite
+    # no asyncio layer, ORM or aiosqlite thread for a process that does one thing and exits.
+    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting)
+    if store.loc.stale_warning:
+        err(f"{store.loc.display}: {store.loc.stale_warning}")
+    return store
+
+
+async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
+    store = await open_store(args)
+    try:
+        if args.verb in HOSTING_VERBS or args.verb == "cancel":
+            await _sweep(store)
+        return await fn(store)
+    finally:
+        await store.close()
+
+
+async def _sweep(store: Store) -> None:
+    """Workspaces of this host whose destroy another machine recorded: this is the next swarmkit process here."""
+    import logging
+
+    from swarmkit.store import STORE_FAULTS
+
+    from ..text import plain
+    from ..workspaces import sweep
+
+    try:
+        for line in await sweep(store):
+            err(plain(line))
+    except STORE_FAULTS as exc:
+        logging.getLogger("swarmkit.cli").info("workspace sweep failed: %s", exc)
+
+
+def describe_store_fault(exc: BaseException, args) -> str:
+    from swarmkit.store import StoreError, describe_db_error, resolve_store
+
+    try:
+        loc = resolve_store(getattr(args, "store", None), getattr(args, "workspace", None))
+    except StoreError:
+        return f"store error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    return describe_db_error(exc, loc)
+
+
+__all__ = ["ExitCode", "add_output", "add_run_id", "add_store", "add_workspace", "duration", "err", "open_store", "verb", "with_store"]

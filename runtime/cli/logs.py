@@ -1,0 +1,171 @@
+"""`swarmkit logs RUN_ID`: a run's events, the last N, since a time, followed with -f until the run ends."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from .common import ExitCode, add_run_id, add_store, add_workspace, duration, err, verb, with_store
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+    from swarmkit.store.records import EventRecord
+
+
+def add_parsers(sub) -> None:
+    p = verb(
+        sub, "logs", "print a run's events (-f follows until it ends)",
+        "Print a run's events: what its agents printed, each node's start and end, and what was done to it. "
+        "-f follows it until it ends, riding out a store that is away for a while; nothing is printed twice. "
+        "-o json prints one event a line as JSON (id, job_id, at, kind, node, step, text).",
+        [
+            "swarmkit logs a46614b1",
+            "swarmkit logs a46614b1 -f --tail 20",
+            "swarmkit logs a46614b1 --since 10m --timestamps",
+            "swarmkit logs a46614b1 -o json | jq -r .text",
+        ],
+    )
+    add_store(p)
+    add_run_id(p)
+    add_workspace(p)
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new events until the run ends (or Ctrl-C)")
+    p.add_argument("--tail", type=int, metavar="N", help="only the last N events (then new ones with -f)")
+    p.add_argument("--since", type=duration, metavar="DURATION", help="only events of the last DURATION (30s, 5m, 2h, 1d)")
+    p.add_argument("--timestamps", action="store_true", help="start each line with its RFC 3339 UTC time")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default), or json: one event a line")
+
+
+class EventLines:
+    """An event as `swarmkit logs` prints it."""
+
+    def __init__(self, output: str, timestamps: bool):
+        self.output = output
+        self.timestamps = timestamps
+
+    def __call__(self, ev: EventRecord) -> str:
+        from swarmkit.store.records import event_view, rfc3339
+
+        from ..text import plain
+
+        if self.output == "json":
+            # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
+            return json.dumps(event_view(ev))
+        t = rfc3339(ev.at) + " " if self.timestamps else ""
+        if ev.kind == "log":
+            return f"{t}{plain(ev.node or '-', 20)} | {plain(ev.text)}"
+        if ev.kind == "node.started":
+            return f"{t}── {plain(ev.text)} ──"
+        return f"{t}[{ev.kind}] {plain(ev.text)}"
+
+
+async def cmd_logs(args) -> int:
+    from ..errors import UsageError
+
+    if args.tail is not None and args.tail < 0:
+        raise UsageError("--tail must be 0 or more")
+    # Imported before the store is opened: its connection is not left idle meanwhile.
+    from swarmkit.store.clock import store_now
+    from swarmkit.store.queries import events_before
+
+    from .. import control
+
+    async def go(store: Store) -> int:
+        job = await _riding_out(args, store, lambda: control.resolve_run(store, args.run_id))
+        line = EventLines(args.output, args.timestamps)
+        cutoff = store_now() - args.since if args.since else None
+        after = 0
+        if args.tail is not None:
+            # The last N: one indexed read of the newest events, however long the log.
+            tail = await _riding_out(args, store, lambda: store.run_read(lambda c: events_before(c, job.id, None, args.tail))) if args.tail else []
+            _print([e for e in tail if cutoff is None or e.at >= cutoff], line)
+            if tail:
+                after = tail[-1].id
+            else:
+                after = await _riding_out(args, store, lambda: _last_id(store, job.id))
+        return await _follow(store, args, job.id, job.short_id, after, line, cutoff)
+
+    return await with_store(args, go)
+
+
+async def _riding_out(args, store: Store, read):
+    """`read()`, again after a transient fault when following (-f rides out a store that is away); once otherwise."""
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
+
+    delay, said = 0.3, False
+    while True:
+        try:
+            return await read()
+        except STORE_FAULTS as exc:
+            if not args.follow or not is_transient(exc):
+                raise
+            if not said:
+                err(f"lost the store ({describe_db_error(exc, store.loc)}); trying again")
+                said = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+async def _last_id(store: Store, job_id: str) -> int:
+    from swarmkit.store.queries import events_before
+
+    last = await store.run_read(lambda c: events_before(c, job_id, None, 1))
+    return last[-1].id if last else 0
+
+
+def _print(events: list[EventRecord], line: EventLines) -> None:
+    if events:
+        sys.stdout.write("".join(line(ev) + "\n" for ev in events))
+        sys.stdout.flush()
+
+
+async def _follow(store: Store, args, job_id: str, short_id: str, after: int, line: EventLines, cutoff) -> int:
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
+    from swarmkit.store.models import QUEUED, RUNNING
+
+    from .. import control
+    from ..event_follower import EventFollower
+    from ..settings import Settings
+
+    settings = Settings.from_env()
+    follower = EventFollower(job_id, after, slow=0.3)
+    outage: str | None = None
+    outage_delay = 0.3
+    while True:
+        try:
+            got = await follower.poll(store)
+            _print([e for e in got.events if cutoff is None or e.at >= cutoff], line)
+            if outage is not None:
+                err(f"the store answers again; following {short_id}")
+                outage, outage_delay = None, 0.3
+            if got.more:
+                continue
+            if not args.follow:
+                return ExitCode.OK
+            current = got.job
+            if current is None or current.status not in (QUEUED, RUNNING):
+                # One more read: events written just before the end.
+                while True:
+                    last = await follower.poll(store)
+                    _print(last.events, line)
+                    if not last.more:
+                        break
+                if args.output != "json":
+                    print(f"-- {short_id} is {current.status if current else 'gone'} --")
+                return ExitCode.OK
+            await control.mark_lost(store, settings.lease_s)
+            delay = follower.next_delay(got)
+        except STORE_FAULTS as exc:
+            # A tail is a long-running reader: ride out a dropped
+            # connection or a store that is away for a while.
+            if not args.follow or not is_transient(exc):
+                raise
+            if outage is None:
+                outage = describe_db_error(exc, store.loc)
+                err(f"lost the store ({outage}); trying again")
+            delay, outage_delay = outage_delay, min(outage_delay * 2, 5.0)
+        await asyncio.sleep(delay)

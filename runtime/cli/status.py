@@ -1,0 +1,237 @@
+"""`swarmkit status [RUN_ID] [WORKSPACE]`: the runs (filtered, watched) or one run's merged view."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from .common import ExitCode, add_output, add_store, duration, err, run_and_workspace, verb, with_store
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+    from swarmkit.store.records import JobRecord
+
+# `-o wide` adds these to the run table's columns (runtime/report.py).
+WIDE_HEADERS = ("HOST", "PID", "EPOCH", "CREATED")
+# `-w` looks this often; a change is printed at the next look.
+WATCH_POLL_S = 0.5
+
+
+def add_parsers(sub) -> None:
+    p = verb(
+        sub, "status", "list runs (filtered, or watched with -w), or show one run",
+        "Without a run id: the runs, active ones first, then the 50 most recent ended ones (--all for every one). "
+        "With one: every field of that run's merged view. -w prints the table, then one line for each change as it "
+        "happens, until Ctrl-C. -o json gives the one JSON shape of Swarmkit (runtime/schemas/run_list.schema.json): "
+        '{"schema": 1, "runs": [...]} for a list, the run itself for one; with -w, one run a line as it changes.',
+        [
+            "swarmkit status",
+            "swarmkit status a46614b1",
+            "swarmkit status --status running,stalled --flow release -o wide",
+            "swarmkit status --since 2h -o json",
+            "swarmkit status -w",
+        ],
+    )
+    add_store(p)
+    p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]", help="a run id (or unique prefix) to show one run; a workspace folder whose store to use")
+    add_output(p)
+    p.add_argument("--all", action="store_true", help="include every ended run, not just the 50 most recent")
+    p.add_argument("-w", "--watch", action="store_true", help="after the list, print each run that changes as it changes, until interrupted")
+    p.add_argument("--status", metavar="STATUS[,STATUS]", action="append", default=[], help="only runs in these shown statuses (running, stalled, stopping, queued, completed, ...; repeatable)")
+    p.add_argument("--flow", metavar="NAME", action="append", default=[], help="only runs of this flow (repeatable)")
+    p.add_argument("--since", metavar="DURATION", type=duration, help="only runs changed in the last DURATION (30s, 5m, 2h, 1d)")
+
+
+def _split_args(args) -> str | None:
+    run_ref = run_and_workspace(args, "status")
+    if run_ref and (args.watch or args.status or args.flow or args.since):
+        raise UsageError("-w, --status, --flow and --since go with the list of runs, not with one run")
+    args.statuses = {s.strip() for v in args.status for s in v.split(",") if s.strip()}
+    return run_ref
+
+
+class RunFilter:
+    """--status, --flow and --since, as one predicate on a run."""
+
+    def __init__(self, args, now: datetime):
+        self.statuses = args.statuses
+        self.flows = set(args.flow)
+        self.after = now - args.since if args.since else None
+        self.active = bool(self.statuses or self.flows or self.after)
+
+    def __call__(self, job: JobRecord, now: datetime) -> bool:
+        if self.statuses and job.display_status(now) not in self.statuses and job.status not in self.statuses:
+            return False
+        if self.flows and job.flow not in self.flows:
+            return False
+        return self.after is None or job.updated_at >= self.after
+
+
+def wide_row(job: JobRecord) -> tuple[str, ...]:
+    from swarmkit.store.records import rfc3339
+
+    from ..text import plain
+
+    return (plain(job.host or "-", 24), str(job.pid or "-"), str(job.epoch), rfc3339(job.created_at)[:19] + "Z")
+
+
+def table_rows(jobs: list[JobRecord], now: datetime, wide: bool) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    from ..report import HEADERS, run_rows
+
+    rows = run_rows(jobs, now)
+    if not wide:
+        return HEADERS, rows
+    return HEADERS + WIDE_HEADERS, [r + wide_row(j) for r, j in zip(rows, jobs)]
+
+
+async def cmd_status(args) -> int:
+    run_ref = _split_args(args)
+
+    async def go(store: Store) -> int:
+        from swarmkit.store.clock import store_now
+        from swarmkit.store.queries import skewed_workers
+
+        from .. import control
+        from ..report import clock_warning
+        from ..settings import Settings
+
+        lease_s = Settings.from_env().lease_s
+        await control.mark_lost(store, lease_s)
+        warning = clock_warning(await store.run_read(lambda c: skewed_workers(c, lease_s)))
+        if warning:
+            err("warning: " + warning)
+        if run_ref:
+            return await _show_one(store, run_ref, args.output, store_now())
+        return await _list(store, args, lease_s)
+
+    return await with_store(args, go)
+
+
+async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> int:
+    from swarmkit.store.queries import workspaces_for
+    from swarmkit.store.records import merged_view
+
+    from .. import control
+    from ..text import plain
+
+    job = await control.resolve_run(store, run_ref)
+    async with store.read() as conn:
+        ws = (await conn.run_sync(workspaces_for, [job.id]))[job.id]
+    view = merged_view(job, ws, now)
+    if output == "json":
+        print(json.dumps(view, indent=2, sort_keys=True))
+        return ExitCode.OK
+    if output == "name":
+        print(job.id)
+        return ExitCode.OK
+    for key in sorted(view):
+        value = view[key]
+        if key == "workspaces":
+            value = ", ".join(f"{w['path']} ({w['state']})" for w in value) or "-"
+        elif key == "flow_source":
+            value = f"{len(str(value))} characters"
+        elif key == "flow_modules" and value:
+            value = f"{', '.join(sorted(value)) or 'none'} ({len(json.dumps(value))} characters)"
+        elif isinstance(value, dict):
+            value = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        print(f"{key:>20}: {plain(value if value is not None else '-')}")
+    return ExitCode.OK
+
+
+async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] = frozenset()):
+    """The runs the filters keep, and those named in `also` whatever they are now (a watched run that left the filter)."""
+    from swarmkit.store.clock import store_now
+    from swarmkit.store.queries import list_jobs, workspaces_for
+
+    now = store_now()
+    keep = RunFilter(args, now)
+    # A filter looks at every ended run: `--status completed` means all of them, not the last 50.
+    limit = 10**9 if args.all or keep.active else 50
+    async with store.read() as conn:
+        jobs = [j for j in await conn.run_sync(lambda c: list_jobs(c, ended_limit=limit)) if keep(j, now) or j.id in also]
+        wss = await conn.run_sync(workspaces_for, [j.id for j in jobs]) if with_workspaces else {}
+    return jobs, wss, now
+
+
+async def _list(store: Store, args, lease_s: float) -> int:
+    from swarmkit.store.records import merged_view, run_list
+
+    from ..report import format_table
+
+    jobs, wss, now = await _read(store, args, args.output == "json")
+    if args.output == "json" and not args.watch:
+        print(json.dumps(run_list([merged_view(j, wss.get(j.id, []), now) for j in jobs]), indent=2, sort_keys=True))
+        return ExitCode.OK
+    if args.output == "json":
+        for j in jobs:
+            print(json.dumps(merged_view(j, wss.get(j.id, []), now), sort_keys=True), flush=True)
+    elif args.output == "name":
+        for j in jobs:
+            print(j.id, flush=True)
+    else:
+        headers, rows = table_rows(jobs, now, args.output == "wide")
+        if not rows and not args.watch:
+            print("no runs")
+            return ExitCode.OK
+        print(format_table(headers, rows), flush=True)
+    if not args.watch:
+        return ExitCode.OK
+    return await _watch(store, args, lease_s, jobs, headers if args.output in ("table", "wide") else ())
+
+
+def _signature(job: JobRecord, now: datetime) -> tuple:
+    # What a watcher is told about: a new status, node, request or usage; not the ages ticking.
+    return (job.display_status(now), job.step, job.current_node, job.stop_requested_by, job.cancel_requested_by, job.tokens, job.cost, job.error)
+
+
+async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], headers: tuple[str, ...]) -> int:
+    """Like `kubectl get -w`: after the list, one line for each run that changed, as it changes, until Ctrl-C."""
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
+    from swarmkit.store.clock import store_now
+    from swarmkit.store.records import merged_view
+
+    from .. import control
+    from ..report import cell_width, format_row
+
+    seen = {j.id: _signature(j, store_now()) for j in first}
+    # The columns keep the widths the table had (at least the headers'), as kubectl's do.
+    if headers:
+        rows = table_rows(first, store_now(), args.output == "wide")[1]
+        widths = [max([cell_width(h)] + [cell_width(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    outage = False
+    while True:
+        await asyncio.sleep(WATCH_POLL_S)
+        try:
+            await control.mark_lost(store, lease_s)
+            # A run watched since it matched is told about when it changes out of the filter too.
+            jobs, wss, now = await _read(store, args, args.output == "json", frozenset(seen))
+        except STORE_FAULTS as exc:
+            if not is_transient(exc):
+                raise
+            if not outage:
+                err(f"lost the store ({describe_db_error(exc, store.loc)}); trying again")
+                outage = True
+            continue
+        if outage:
+            err("the store answers again; watching")
+            outage = False
+        changed = [j for j in jobs if seen.get(j.id) != _signature(j, now)]
+        for j in changed:
+            seen[j.id] = _signature(j, now)
+        if not changed:
+            continue
+        if args.output == "json":
+            for j in changed:
+                print(json.dumps(merged_view(j, wss.get(j.id, []), now), sort_keys=True))
+        elif args.output == "name":
+            for j in changed:
+                print(j.id)
+        else:
+            for row in table_rows(changed, now, args.output == "wide")[1]:
+                print(format_row(row, widths))
+        sys.stdout.flush()

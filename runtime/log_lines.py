@@ -1,0 +1,66 @@
+"""What a hosting process (`swarmkit worker`, `swarmkit serve`) prints as it works: a line with its time, or a JSON object.
+
+`--log-format text` (the default) puts an RFC 3339 UTC time before each line;
+`--log-format json` prints one object a line, `{"at", "level", "logger", "msg"}`,
+for a log shipper. Python's logging (SWARMKIT_LOG) follows the same format, so a
+worker's stderr and stdout read alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from datetime import UTC, datetime
+
+FORMATS = ("text", "json")
+
+
+def add_log_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log-format", choices=FORMATS, default="text", help="text: each line after its RFC 3339 UTC time (default); json: one JSON object a line")
+
+
+def utc_stamp(at: datetime | None = None) -> str:
+    from swarmkit.store.records import rfc3339
+
+    return rfc3339(at or datetime.now(UTC))
+
+
+class LogLines:
+    """Turns a message of the worker into the line it prints, in the chosen format."""
+
+    def __init__(self, fmt: str = "text", logger: str = "swarmkit.worker"):
+        self.fmt = fmt
+        self.logger = logger
+
+    def __call__(self, message: str, level: str = "info") -> str:
+        if self.fmt == "json":
+            # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
+            return json.dumps({"at": utc_stamp(), "level": level, "logger": self.logger, "msg": message})
+        from .text import plain_lines
+
+        stamp = utc_stamp()
+        return "\n".join(f"{stamp} {line}" for line in plain_lines(message).split("\n"))
+
+    def install(self) -> None:
+        """Python's logging records in the same format, on the handlers `log_to_stderr` set up."""
+        from swarmkit.store.engine import MaskedFormatter
+
+        fmt = self.fmt
+
+        class _Formatter(MaskedFormatter):
+            def format(self, record: logging.LogRecord) -> str:
+                if fmt == "json":
+                    return json.dumps({"at": utc_stamp(datetime.fromtimestamp(record.created, UTC)), "level": record.levelname.lower(), "logger": record.name, "msg": self._masked(record)})
+                return f"{utc_stamp(datetime.fromtimestamp(record.created, UTC))} {super().format(record)}"
+
+            def _masked(self, record: logging.LogRecord) -> str:
+                from swarmkit.store.engine import masked
+
+                text = record.getMessage()
+                if record.exc_info:
+                    text += "\n" + self.formatException(record.exc_info)
+                return masked(text)
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(_Formatter("swarmkit: %(name)s: %(message)s"))

@@ -1,0 +1,127 @@
+"""The run table's columns, defined once (runtime/run_columns.py) for `swarmkit status` and the console;
+a stopping run's ETA from its flow's past runs; the burn rate."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import insert
+
+from swarmkit.console.burn_meter import BurnMeter
+from swarmkit.console.run_views import run_row
+from swarmkit.runtime.run_columns import COLUMNS, RunView, burn_rate, burn_text, cell_width, cells, runs_table, stop_eta, usual
+from swarmkit.store import Store
+from swarmkit.store.models import events, jobs
+from swarmkit.store.queries import node_durations
+from swarmkit.store.records import JobRecord
+from swarmkit.widgets import run_table
+
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def record(**kw) -> JobRecord:
+    base = {f.name: None for f in dataclasses.fields(JobRecord)}
+    base.update(
+        id="a1b2c3d4" + "0" * 24, flow="release", flow_source="", inputs="{}", status="running", created_at=NOW - timedelta(minutes=30),
+        updated_at=NOW - timedelta(minutes=5), cancel_keep=False, epoch=1, step=1, steps=3, current_node="build", tokens=0, cost=0.0,
+        started_at=NOW - timedelta(minutes=20), node_started_at=NOW - timedelta(seconds=50), last_event_at=NOW - timedelta(seconds=2),
+    )
+    base.update(kw)
+    return JobRecord(**base)
+
+
+def test_the_console_widget_shows_the_shared_columns_in_their_order():
+    assert [(key, header) for key, header, _ in run_table.COLUMNS] == [(c.key if c.key != "short_id" else "id", c.header) for c in COLUMNS]
+    assert [field for _, _, field in run_table.COLUMNS] == [c.key for c in COLUMNS]
+    # And the console's row holds exactly what the shared cells say.
+    job = record(stop_requested_at=NOW - timedelta(seconds=12), stop_requested_by="ana@ops")
+    row = run_row(job, NOW)
+    assert row.shown() == tuple(cells(RunView(job, NOW)).values())
+
+
+def test_in_state_counts_from_the_stop_request_in_the_cli_as_in_the_console():
+    """Before: the CLI's IN STATE was updated_at (5m here), the console's the stop request (12s)."""
+    job = record(stop_requested_at=NOW - timedelta(seconds=12), stop_requested_by="ana@ops")
+    header, line = runs_table([job], NOW).splitlines()
+    at = header.index("IN STATE")
+    assert line[at:].split()[0] == "12s"
+    assert run_row(job, NOW).in_state == "12s"
+
+
+def test_columns_align_in_terminal_cells_with_cjk_and_emoji_names():
+    rows = [record(id=f"{i:08x}" + "0" * 24, flow=name) for i, name in enumerate(["release", "発表の準備", "deploy 🚀 now"])]
+    lines = runs_table(rows, NOW).splitlines()
+    # Where STATUS starts, counted in cells, is the same on every line.
+    starts = set()
+    for line in lines:
+        i = line.index("STATUS") if "STATUS" in line else line.index("running")
+        starts.add(cell_width(line[:i]))
+    assert len(starts) == 1, lines
+
+
+def test_a_stopping_row_says_how_long_its_node_ran_and_when_it_should_stop():
+    job = record(stop_requested_at=NOW - timedelta(seconds=12), stop_requested_by="ana@ops")
+    assert stop_eta(job, NOW, 90.0) == "node ran 50s, stops in ~40s"
+    assert stop_eta(job, NOW, 30.0) == "node ran 50s, usually ~30s: any moment"
+    assert stop_eta(job, NOW, None) == "node ran 50s"
+    assert "stops in ~40s" in cells(RunView(job, NOW, usual_s=90.0))["node"]
+    assert "stops in" not in cells(RunView(record(), NOW, usual_s=90.0))["node"], "only a stopping row"
+    assert usual([10, 50, 30, 1000]) == 40 and usual([]) is None
+
+
+def test_the_burn_rate_is_the_cost_per_minute_over_the_last_minute_watched():
+    meter = BurnMeter()
+    t0 = NOW
+    meter.observe([record(cost=1.0)], t0)
+    # Not watched for 10 s yet: the average since the run started ($1 over 20 minutes).
+    assert burn_rate(record(cost=1.0), t0, meter.since(record().id, t0)) == 1.0 / 20
+    meter.observe([record(cost=1.5)], t0 + timedelta(seconds=30))
+    meter.observe([record(cost=2.0)], t0 + timedelta(seconds=60))
+    later = t0 + timedelta(seconds=60)
+    assert burn_rate(record(cost=2.0), later, meter.since(record().id, later)) == 1.0  # $1 in the last minute
+    # Nothing spent for the next minute: the rate falls to zero.
+    idle = t0 + timedelta(seconds=121)
+    meter.observe([record(cost=2.0)], idle)
+    assert burn_rate(record(cost=2.0), idle, meter.since(record().id, idle)) == 0.0
+    assert meter.total(idle) == 0.0
+    meter.observe([record(status="stopped", cost=2.0)], idle)
+    assert meter.total(idle) is None and burn_rate(record(status="stopped"), idle) is None
+    assert [burn_text(r) for r in (None, 0, 0.0042, 0.123, 1.26, 42.4)] == ["-", "$0/m", "$0.004/m", "$0.12/m", "$1.3/m", "$42/m"]
+
+
+def test_a_nodes_usual_duration_is_read_from_the_flows_past_runs(store_url: str, workspace: Path):
+    async def go() -> tuple[list[float], list[float], list[float]]:
+        store = await Store.open(store_url, workspace)
+        try:
+            async with store.write() as conn:
+                for i, (flow, took, restarted) in enumerate([("release", 40, False), ("release", 60, True), ("release", 50, False), ("other", 999, False)]):
+                    jid = f"{i:032x}"
+                    at = NOW - timedelta(hours=10 - i)
+                    await conn.execute(insert(jobs).values(
+                        id=jid, flow=flow, flow_source="", inputs="{}", status="completed", created_at=at, updated_at=at, cancel_keep=False,
+                        epoch=1, step=2, steps=2, tokens=0, cost=0.0,
+                    ))
+                    rows = [dict(job_id=jid, at=at, kind="node.started", node="build", step=0, text="1/2 build")]
+                    if restarted:  # stopped now mid-node, resumed an hour later: counts from the last start
+                        rows.append(dict(job_id=jid, at=at + timedelta(hours=1), kind="node.started", node="build", step=0, text="1/2 build"))
+                        at += timedelta(hours=1)
+                    rows += [dict(job_id=jid, at=at + timedelta(seconds=took // 2), kind="log", node="build", step=0, text="half way")]
+                    rows += [dict(job_id=jid, at=at + timedelta(seconds=took), kind="node.finished", node="build", step=0, text="1/2 build done")]
+                    rows += [dict(job_id=jid, at=at + timedelta(seconds=took + 1), kind="node.started", node="ship", step=1, text="2/2 ship")]
+                    await conn.execute(insert(events), rows)
+            async with store.read() as conn:
+                release = await conn.run_sync(node_durations, "release", "build")
+                without_newest = await conn.run_sync(node_durations, "release", "build", f"{2:032x}")
+                ship = await conn.run_sync(node_durations, "release", "ship")
+            return release, without_newest, ship
+        finally:
+            await store.close()
+
+    release, without_newest, ship = asyncio.run(go())
+    assert release == [50.0, 60.0, 40.0]  # newest first; the other flow's 999 s is not among them
+    assert without_newest == [60.0, 40.0]
+    assert ship == []  # started, never finished
+    assert usual(release) == 50.0
