@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from swarmkit.store import STORE_FAULTS, StoreError, describe_db_error, masked
 from swarmkit.store.records import JobRecord
-from swarmkit.widgets.run_table import RunTable
+from swarmkit.widgets.run_table import COLUMNS, RunTable
 from swarmkit.widgets.safe_text import safe_lines
 
 from .act_runner import ActRunner
@@ -23,7 +23,7 @@ from .store_link import StoreLink
 # Toasts show at most this many lines; the message line keeps the whole text after them.
 TOAST_LINES = 2
 # Sort keys, as the run table binds them: its columns in order, 0 for newest first.
-SORT_HELP = (("1 … 8", "sort by the table's columns in order (the same key again reverses it)"), ("0", "newest first (the default order)"))
+SORT_HELP = ((f"1 … {len(COLUMNS)}", "sort by the table's columns in order (the same key again reverses it)"), ("0", "newest first (the default order)"))
 MOVE_HELP = (("j / k", "move down / up (as do the arrows, PgUp PgDn Home End)"),)
 
 

@@ -2,11 +2,7 @@
 which runs an act applies to and on which it asks first, and the runtime control call it makes.
 
 Bindings, the help screen, the command palette and acts on marked runs all read this table; an
-act added here is one more `Act(...)` line. Stop now, once `control.stop(now=True)` exists:
-
-    Act("stop_now", "S", "Stop now", "Stop run now", "interrupt the agent in flight and park the run (asks first)",
-        frozenset({RUNNING}), frozenset({RUNNING}), "stopped", lambda s, r, a: control.stop(s, r, actor=a, now=True),
-        "Stop run {run} now?", "Stop now interrupts the agent in flight; {them} park before that node, which runs again on resume."),
+act added here is one more `Act(...)` line.
 """
 
 from __future__ import annotations
@@ -57,6 +53,10 @@ ACTS: tuple[Act, ...] = (
     Act("stop", "s", "Stop", "Stop run", "stop the run at its next agent boundary (resumable)",
         frozenset({RUNNING, QUEUED}), frozenset(), "stopped",
         lambda store, run, actor: control.stop(store, run, actor=actor)),
+    Act("stop_now", "S", "Stop now", "Stop run now", "stop now: interrupt the agent in flight; its node runs again on resume (asks first)",
+        frozenset({RUNNING}), frozenset({RUNNING}), "stopped",
+        lambda store, run, actor: control.stop(store, run, actor=actor, now=True),
+        "Stop run {run} now?", "Stop now interrupts the agent in flight: its work in flight is lost, and {them} park before that node, which runs again from its start on resume."),
     Act("resume", "r", "Resume", "Resume run", "queue a stopped, deferred or lost run again (deferred: approves its gate, asks first)",
         RESUMABLE_STATUSES, frozenset({DEFERRED}), "resumed",
         lambda store, run, actor: control.resume(store, run, actor=actor),

@@ -1,8 +1,8 @@
 """`swarmkit-console demo`: a store of its own, a real worker, demo flows, and runs in every state within a minute.
 
 The console process submits the runs and starts two children: a worker
-(`swarmkit worker`) that hosts them, and a director that asks for two stops
-the way an operator would (through `runtime.control.stop`, as "demo"). The
+(`swarmkit worker`) that hosts them, and a director that asks for three stops
+(one lands at a boundary inside a command agent's tool loop) the way an operator would (through `runtime.control.stop`, as "demo"). The
 store is the only channel between them. Quitting the console stops both.
 """
 
@@ -36,6 +36,7 @@ PLAN: list[tuple[str, dict[str, str]]] = [
     ("nightly_report.toml", {"region": "eu"}),
     ("nightly_report.toml", {"region": "us"}),
     ("flaky_check.toml", {}),
+    ("triage_tickets.toml", {}),
 ]
 CONCURRENCY = 6
 
@@ -91,8 +92,12 @@ class DemoSession:
         )
         stop_early = submitted.ids["index_docs.toml"][0]
         stop_in_flight = submitted.ids["train_eval.toml"][0]
+        stop_inside = submitted.ids["triage_tickets.toml"][0]
         self.director = self._spawn(
-            ["-m", "swarmkit.console.demo_session", "--store", self.store_url, "--stop-early", stop_early, "--stop-in-flight", stop_in_flight, str(self.folder)],
+            [
+                "-m", "swarmkit.console.demo_session", "--store", self.store_url, "--stop-early", stop_early, "--stop-in-flight", stop_in_flight,
+                "--stop-inside", stop_inside, str(self.folder),
+            ],
             "director.log",
         )
         return submitted
@@ -161,7 +166,7 @@ async def _wait_for_node(store: Store, run_id: str, node: str, deadline: float) 
     return False
 
 
-async def direct(store_url: str, folder: str, stop_early: str, stop_in_flight: str) -> None:
+async def direct(store_url: str, folder: str, stop_early: str, stop_in_flight: str, stop_inside: str | None = None) -> None:
     store = await Store.open(store_url, folder)
     deadline = time.monotonic() + 120
     try:
@@ -173,6 +178,10 @@ async def direct(store_url: str, folder: str, stop_early: str, stop_in_flight: s
         if await _wait_for_node(store, stop_in_flight, "train", deadline):
             await asyncio.sleep(3.0)
             print((await control.stop(store, stop_in_flight, actor="demo")).message, flush=True)
+        # triage-tickets: stopped a few tickets into its long `triage`, which parks at its own boundary.
+        if stop_inside and await _wait_for_node(store, stop_inside, "triage", deadline):
+            await asyncio.sleep(4.0)
+            print((await control.stop(store, stop_inside, actor="demo")).message, flush=True)
     finally:
         await store.close()
 
@@ -183,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", required=True)
     p.add_argument("--stop-early", required=True)
     p.add_argument("--stop-in-flight", required=True)
+    p.add_argument("--stop-inside")
     args = p.parse_args(argv)
-    asyncio.run(direct(args.store, args.workspace, args.stop_early, args.stop_in_flight))
+    asyncio.run(direct(args.store, args.workspace, args.stop_early, args.stop_in_flight, args.stop_inside))
     return 0
 
 

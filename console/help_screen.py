@@ -34,11 +34,12 @@ def help_text(entries: list[tuple[str, str]], read_only: bool) -> Text:
         out.append(f"  {key.rjust(width)}  ", style="bold")
         out.append(words + "\n")
     out.append("\nStatuses\n", style="bold underline")
+    wide = max(len(look.word) for look in STATUS_LOOKS.values())
     for look in STATUS_LOOKS.values():
-        out.append(f"  {look.glyph} {look.word.ljust(11)}", style=look.style)
+        out.append(f"  {look.glyph} {look.word.ljust(wide)}", style=look.style)
         out.append(f" {look.meaning}\n")
-    out.append("\nstopping, cancelling and stalled are shown, never stored: a running run with a stop or cancel\n"
-               "requested, or with no sign of work for a while.", style="dim")
+    out.append("\nstopping, stop overdue, cancelling and stalled are shown, never stored: a running run with a\n"
+               "stop or cancel requested, or with no sign of work for a while.", style="dim")
     return out
 
 

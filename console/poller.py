@@ -52,7 +52,7 @@ from swarmkit.store.queries import (
     skewed_workers,
     updated_between,
 )
-from swarmkit.store.records import STALL_AFTER, JobRecord
+from swarmkit.store.records import OVERDUE, STALL_AFTER, JobRecord
 
 from .store_link import StoreLink
 
@@ -180,6 +180,8 @@ class Poller:
         self._held_counts: dict[str, int] = {}
         self._cancelling: set[str] = set()
         self._stopping: set[str] = set()
+        # Stopping runs by when their stop shows overdue, and quiet ones by when they show stalled.
+        self._stop_due: list[tuple[datetime, str]] = []
         self._quiet: list[tuple[datetime, str]] = []
         self._order_dirty = True
         self._active_desc: list[str] = []
@@ -227,8 +229,9 @@ class Poller:
         # Shown statuses (stopping, cancelling, stalled) are derived from running
         # rows, by the rule of JobRecord.display_status.
         if self._filter is None:
-            shown = {"cancelling": len(self._cancelling), "stopping": len(self._stopping),
-                     "stalled": bisect_left(self._quiet, (now - STALL_AFTER,))}
+            overdue = bisect_left(self._stop_due, (now,))
+            shown = {"cancelling": len(self._cancelling), "stopping": len(self._stopping) - overdue, OVERDUE: overdue,
+                     "stalled": bisect_left(self._quiet, (now,))}
         else:
             # Filtered, the poller holds only what matches: the whole store's shown
             # counts come with each full read, so the bar keeps one vocabulary.
@@ -389,13 +392,14 @@ class Poller:
         self._ended = {j.id: j for j in ended}
         self._running = {}
         self._held_counts = {}
-        self._cancelling, self._stopping, self._quiet = set(), set(), []
+        self._cancelling, self._stopping, self._quiet, self._stop_due = set(), set(), [], []
         for job in active:
             self._held_counts[job.status] = self._held_counts.get(job.status, 0) + 1
             if job.status == RUNNING:
                 self._running[job.id] = job
                 self._index_running(job)
         self._quiet.sort()
+        self._stop_due.sort()
         self._order_dirty = True
         self._ended_sorted = None
         self._rows_dirty = True
@@ -448,23 +452,38 @@ class Poller:
             self._cancelling.add(job.id)
         elif job.stop_requested_at is not None:
             self._stopping.add(job.id)
+            if job.stop_overdue_at is not None:
+                self._add(self._stop_due, (job.stop_overdue_at, job.id), sorted_insert)
         else:
-            last = job.last_event_at or job.started_at
-            if last is not None:
-                if sorted_insert:
-                    insort(self._quiet, (last, job.id))
-                else:
-                    self._quiet.append((last, job.id))
+            due = job.stall_deadline(STALL_AFTER)
+            if due is not None:
+                self._add(self._quiet, (due, job.id), sorted_insert)
+
+    @staticmethod
+    def _add(keys: list[tuple[datetime, str]], key: tuple[datetime, str], sorted_insert: bool) -> None:
+        if sorted_insert:
+            insort(keys, key)
+        else:
+            keys.append(key)
+
+    @staticmethod
+    def _remove(keys: list[tuple[datetime, str]], key: tuple[datetime, str]) -> None:
+        i = bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            del keys[i]
 
     def _unindex_running(self, job: JobRecord) -> None:
         self._cancelling.discard(job.id)
         self._stopping.discard(job.id)
-        last = job.last_event_at or job.started_at
-        if last is not None and job.cancel_requested_at is None and job.stop_requested_at is None:
-            key = (last, job.id)
-            i = bisect_left(self._quiet, key)
-            if i < len(self._quiet) and self._quiet[i] == key:
-                del self._quiet[i]
+        if job.cancel_requested_at is not None:
+            return
+        if job.stop_requested_at is not None:
+            if job.stop_overdue_at is not None:
+                self._remove(self._stop_due, (job.stop_overdue_at, job.id))
+            return
+        due = job.stall_deadline(STALL_AFTER)
+        if due is not None:
+            self._remove(self._quiet, (due, job.id))
 
     def _counts(self) -> dict[str, int]:
         counts = dict(self._ended_counts)

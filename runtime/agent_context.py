@@ -7,7 +7,7 @@ starts quickly.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,21 @@ from typing import Any
 # summed into the row it would overflow the column.
 MAX_TOKENS = 10**12
 MAX_COST = 10**6
+# A command agent that exits with this status parked at a boundary of its own: a stop
+# landed there, and what it wrote to $SWARMKIT_OUTPUT is its partial state (EX_TEMPFAIL).
+PARKED_EXIT = 75
+
+
+class StopHere(BaseException):
+    """A stop landed at `ctx.boundary`: the node parks here with its partial state.
+
+    A BaseException, like KeyboardInterrupt, so that a tool loop's `except
+    Exception` does not swallow it; let it propagate.
+    """
+
+    def __init__(self, partial: dict[str, Any]):
+        super().__init__("a stop landed at this boundary")
+        self.partial = partial
 
 
 class BadUsage(ValueError):
@@ -74,6 +89,10 @@ class AgentContext:
     usage: Usage = field(default_factory=Usage)
     # Passes each report on as it is made (a sync agent's child writes it to the usage file).
     _report: Callable[[int, float], None] | None = None
+    # The partial state this node handed to the boundary where a stop landed, on the resume after it.
+    resumed_from: dict[str, Any] | None = None
+    _boundary: Callable[[dict[str, Any]], None] | None = None
+    _aboundary: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     def log(self, line: str) -> None:
         """Add a line to the run's log (an event, readable from any machine)."""
@@ -86,3 +105,22 @@ class AgentContext:
         self.usage.add(tokens, cost)
         if self._report is not None:
             self._report(self.usage.tokens - before[0], self.usage.cost - before[1])
+
+    def boundary(self, partial_state: dict[str, Any]) -> None:
+        """A boundary inside this node, between its own steps: returns at once unless a stop
+        is pending, in which case it raises StopHere and the run parks `stopped` here with
+        `partial_state` (a JSON object) checkpointed; on resume the node is called again with
+        it as `ctx.resumed_from`. Sees a stop within the host's heartbeat period."""
+        if not isinstance(partial_state, dict):
+            raise TypeError(f"boundary() takes the node's partial state as a dict, not {type(partial_state).__name__}")
+        if self._boundary is not None:
+            self._boundary(partial_state)
+
+    async def aboundary(self, partial_state: dict[str, Any]) -> None:
+        """`boundary` for an async agent: reads the stop flag from the store fresh, every time."""
+        if not isinstance(partial_state, dict):
+            raise TypeError(f"aboundary() takes the node's partial state as a dict, not {type(partial_state).__name__}")
+        if self._aboundary is not None:
+            await self._aboundary(partial_state)
+        else:
+            self.boundary(partial_state)

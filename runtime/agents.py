@@ -21,15 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent_context import AgentContext, BadUsage, Usage
+from .agent_context import PARKED_EXIT, AgentContext, BadUsage, StopHere, Usage
 from .agent_env import agent_env
 from .agent_process import LEASE_EXPIRED, AgentProcess, LineSink
-from .errors import AgentFailed, AgentFault, FlowError, LeaseLapsedError
+from .errors import AgentFailed, AgentFault, FlowError, LeaseLapsedError, NodeParked
 from .flow import Agent
 from .flow_modules import RunModules
 from .live_usage import USAGE_FILE, LiveUsage
 
 USAGE_KEY = "_usage"
+# Where a resumed command agent finds the partial state it parked with, in $SWARMKIT_STATE.
+RESUMED_KEY = "_resumed_from"
 # What an agent may leave for the host to read: its output, a sync agent's result.
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 
@@ -50,6 +52,8 @@ class ProcessHooks:
     unregister: Callable[[AgentProcess], None]
     # The node's usage so far, read by the host's heartbeat.
     live: LiveUsage = field(default_factory=LiveUsage)
+    # The node's control file ($SWARMKIT_CONTROL), for the host to rewrite on each heartbeat; None when the node ends.
+    control: Callable[[Path | None], None] = lambda _path: None
 
 
 def _take_usage(output: dict[str, Any], usage: Usage, node: str) -> dict[str, Any]:
@@ -150,12 +154,15 @@ async def run_command(
     state: dict[str, Any],
     workspace: Path,
     hooks: ProcessHooks,
+    resumed_from: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Usage]:
     usage = Usage()
     with tempfile.TemporaryDirectory(prefix="swarmkit-") as io_dir:
         state_path = Path(io_dir) / "state.json"
         output_path = Path(io_dir) / "output.json"
-        state_path.write_text(json.dumps(state, sort_keys=True), encoding="utf-8")
+        control_path = Path(io_dir) / "control.json"
+        seen = state if resumed_from is None else {**state, RESUMED_KEY: resumed_from}
+        state_path.write_text(json.dumps(seen, sort_keys=True), encoding="utf-8")
         env = agent_env(workspace, agent.env)
         env.update(
             SWARMKIT_RUN_ID=run_id,
@@ -164,19 +171,26 @@ async def run_command(
             SWARMKIT_STATE=str(state_path),
             SWARMKIT_OUTPUT=str(output_path),
             SWARMKIT_USAGE=str(Path(io_dir) / USAGE_FILE),
+            SWARMKIT_CONTROL=str(control_path),
         )
         hooks.live.path = Path(io_dir) / USAGE_FILE
-        code = await _supervised(["/bin/sh", "-c", agent.command or ""], hooks, workspace, env, agent)
-        _ended(code, agent)
+        hooks.control(control_path)
+        try:
+            code = await _supervised(["/bin/sh", "-c", agent.command or ""], hooks, workspace, env, agent)
+        finally:
+            hooks.control(None)
+        if code != PARKED_EXIT:
+            _ended(code, agent)
         await asyncio.to_thread(hooks.live.finish)
         if hooks.live.bad is not None:
             raise (AgentFault if hooks.live.fault else AgentFailed)(f"{agent.name}: {hooks.live.bad}")
         usage.add(hooks.live.from_file.tokens, hooks.live.from_file.cost)
         raw = await asyncio.to_thread(read_agent_file, output_path, "$SWARMKIT_OUTPUT")
-        if raw is None:
-            return {}, usage
-        output = _json_object(raw, agent, "$SWARMKIT_OUTPUT")
-        return _take_usage(output, usage, agent.name), usage
+        output = {} if raw is None else _json_object(raw, agent, "$SWARMKIT_OUTPUT")
+        output = _take_usage(output, usage, agent.name)
+        if code == PARKED_EXIT:
+            raise NodeParked(agent.name, output, usage.tokens, usage.cost)
+        return output, usage
 
 
 async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hooks: ProcessHooks) -> tuple[dict[str, Any], Usage]:
@@ -187,19 +201,34 @@ async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hook
         meta = dict(
             spec=agent.call, flow_path=calls.flow_path, look_beside=look_beside, run_id=ctx.run_id, node=ctx.node, step=ctx.step,
             workspace=str(ctx.workspace), sys_path=first + [p for p in sys.path if p and p not in first],
+            control=str(io / "control.json"), resumed_from=ctx.resumed_from,
         )
         (io / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         (io / "state.json").write_text(json.dumps(ctx.state, sort_keys=True), encoding="utf-8")
         env = agent_env(ctx.workspace, agent.env, python=True)
-        env.update(SWARMKIT_RUN_ID=ctx.run_id, SWARMKIT_NODE=ctx.node, SWARMKIT_STEP=str(ctx.step))
+        env.update(SWARMKIT_RUN_ID=ctx.run_id, SWARMKIT_NODE=ctx.node, SWARMKIT_STEP=str(ctx.step), SWARMKIT_CONTROL=str(io / "control.json"))
         # Live progress only: the result's usage is the node's total.
         hooks.live.path = io / USAGE_FILE
-        code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent)
+        hooks.control(io / "control.json")
+        try:
+            code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent)
+        finally:
+            hooks.control(None)
         raw = await asyncio.to_thread(read_agent_file, io / "result.json", "the agent's result")
         if raw is None:
             _ended(code, agent)
             raise AgentFailed(f"{agent.name}: its process exited with status {code} and no result")
         result = _json_object(raw, agent, "the agent's result")
+        if result.get("kind") == "parked":
+            partial = result.get("partial")
+            used = result.get("usage") or {}
+            if not isinstance(partial, dict):
+                raise AgentFailed(f"{agent.name}: parked with {type(partial).__name__} as its partial state, expected a dict")
+            try:
+                ctx.usage.add(used.get("tokens", 0), used.get("cost", 0.0))
+            except BadUsage as exc:
+                raise AgentFailed(f"{agent.name}: reported bad usage: {exc}") from None
+            raise NodeParked(agent.name, partial, ctx.usage.tokens, ctx.usage.cost)
         if not result.get("ok"):
             error = str(result.get("error", "failed"))
             if result.get("kind") == "load":
@@ -227,6 +256,8 @@ async def run_call(agent: Agent, ctx: AgentContext, calls: RunModules) -> tuple[
         result = await fn(ctx)
     except asyncio.CancelledError:
         raise
+    except StopHere as here:
+        raise NodeParked(agent.name, here.partial, ctx.usage.tokens, ctx.usage.cost) from None
     except BadUsage as exc:
         raise AgentFailed(f"{agent.name}: reported bad usage: {exc}") from None
     except Exception as exc:
@@ -241,8 +272,11 @@ async def run_call(agent: Agent, ctx: AgentContext, calls: RunModules) -> tuple[
     return _take_usage(dict(result), ctx.usage, agent.name), ctx.usage
 
 
-def make_context(run_id: str, agent: Agent, step: int, state: dict[str, Any], workspace: Path, emit: Callable[[str], None]) -> AgentContext:
+def make_context(
+    run_id: str, agent: Agent, step: int, state: dict[str, Any], workspace: Path, emit: Callable[[str], None], resumed_from: dict[str, Any] | None = None,
+) -> AgentContext:
     return AgentContext(
+        resumed_from=copy.deepcopy(resumed_from),
         run_id=run_id,
         node=agent.name,
         step=step,

@@ -13,7 +13,7 @@ import os
 import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, case, insert, select, update
@@ -36,19 +36,19 @@ from swarmkit.store.models import (
     events,
     jobs,
 )
-from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers
+from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers, usual_node_seconds
 from swarmkit.store.records import JobRecord
 
-from .errors import AmbiguousRun, RunNotFound
+from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
+from .flow import Flow, parse_flow
+from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .steps import step_words
 from .workspaces import carry_out, decide
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
-
-    from .flow import Flow
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
 # The exit codes the CLI gives for an act's result: the one ExitCode list.
@@ -183,51 +183,91 @@ async def submit(
 # --- stop -----------------------------------------------------------------
 
 
-async def stop(store: Store, ref: str, *, actor: str | None = None) -> ActResult:
+NOW_LOSES = "The node's work in flight is lost: it runs again from its start on resume."
+# A stop not taken within this many times its node's usual duration shows "stop overdue";
+# never sooner than the floor (a heartbeat, an interrupt's graces), and with no history of the
+# node, after its flow's stall threshold.
+OVERDUE_FACTOR = 3.0
+OVERDUE_FLOOR_S = 5.0
+
+
+async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
+    """When a stop asked for at `at` shows overdue: a few times the node's usual duration later."""
+    usual = None
+    if job.current_node:
+        node = job.current_node
+        usual = await store.run_read(lambda c: usual_node_seconds(c, job.flow, node))
+    if usual is None:
+        try:
+            usual = (parse_flow(job.flow_source, job.flow_path).stall_after_s or Settings.from_env().stall_after_s) / OVERDUE_FACTOR
+        except FlowError:
+            usual = Settings.from_env().stall_after_s / OVERDUE_FACTOR
+    return at + timedelta(seconds=max(OVERDUE_FLOOR_S, OVERDUE_FACTOR * usual))
+
+
+async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = False) -> ActResult:
+    """Stop a run at its next agent boundary; with `now`, its host interrupts the node in flight
+    (the cancel's escalation) and parks the run at the boundary before that node."""
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     for _ in range(_RETRIES):
         sid = job.short_id
-        now = store_now()
+        at = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
-            if job.stop_requested_at is not None:
+            pending = job.stop_requested_at is not None
+            if pending and (job.stop_now or not now):
+                how = "its host is interrupting the node in flight" if job.stop_now else "it will stop at the next agent boundary"
                 return ActResult(
                     DONE, False,
-                    f"stop already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — "
-                    "it will stop at the next agent boundary.",
+                    f"stop{' --now' if job.stop_now else ''} already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — {how}.",
                     job,
                     already=True,
                 )
+            # A plain stop not yet taken may be made a stop --now; it keeps who asked first and when.
+            cond = [jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.cancel_requested_at.is_(None)]
+            values: dict[str, Any] = dict(updated_at=at, stop_now=now)
+            if pending:
+                cond += [jobs.c.stop_requested_at.is_not(None), jobs.c.stop_now.is_not(True)]
+            else:
+                cond.append(jobs.c.stop_requested_at.is_(None))
+                values.update(stop_requested_at=at, stop_requested_by=actor, stop_overdue_at=await overdue_at(store, job, at))
             async with store.write() as conn:
-                res = await conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.stop_requested_at.is_(None), jobs.c.cancel_requested_at.is_(None))
-                    .values(stop_requested_at=now, stop_requested_by=actor, updated_at=now)
-                )
+                res = await conn.execute(update(jobs).where(*cond).values(**values))
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": job.current_node, "step": step_words(job.step, job.steps)}, at=now)
-                    await record_event(conn, job.id, "run.stop_requested", f"stop requested by {actor}", node=job.current_node, at=now)
+                    detail: dict[str, Any] = {"node": job.current_node, "step": step_words(job.step, job.steps)}
+                    if now:
+                        detail["now"] = True
+                    await record_audit(conn, actor, "run.stop_requested", job.id, detail, at=at)
+                    text = f"stop --now requested by {actor}: interrupting {job.current_node or 'the node in flight'}" if now else f"stop requested by {actor}"
+                    await record_event(conn, job.id, "run.stop_requested", text, node=job.current_node, at=at)
             if res.rowcount == 1:
-                node = f" ({job.current_node} is in flight)" if job.current_node else ""
-                return ActResult(
-                    DONE, True,
-                    f"stop requested for {sid} — it will stop at the next agent boundary{node}.\n"
-                    "Runs mid-call (a harness session, a slow tool) finish that call first.",
-                    await _reload(store, job.id),
-                )
+                if now:
+                    node = job.current_node or "the node in flight"
+                    message = (
+                        f"stop --now requested for {sid} — its host will interrupt {node} within seconds and park the run stopped before it.\n"
+                        + NOW_LOSES
+                    )
+                else:
+                    node = f" ({job.current_node} is in flight)" if job.current_node else ""
+                    message = (
+                        f"stop requested for {sid} — it will stop at the next agent boundary{node}.\n"
+                        "Runs mid-call (a harness session, a slow tool) finish that call first."
+                    )
+                return ActResult(DONE, True, message, await _reload(store, job.id))
         elif job.status == QUEUED:
             async with store.write() as conn:
                 res = await conn.execute(
                     update(jobs)
                     .where(jobs.c.id == job.id, jobs.c.status == QUEUED, jobs.c.epoch == job.epoch)
-                    .values(status=STOPPED, stop_requested_at=now, stop_requested_by=actor, updated_at=now)
+                    .values(status=STOPPED, stop_requested_at=at, stop_requested_by=actor, stop_now=False, updated_at=at)
                 )
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": step_words(job.step, job.steps)}, at=now)
-                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": step_words(job.step, job.steps)}, at=now)
-                    await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=now)
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": step_words(job.step, job.steps), **({"now": True} if now else {})}, at=at)
+                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": step_words(job.step, job.steps)}, at=at)
+                    await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=at)
+                    await record_notification(conn, job.id, "run.stopped", flow=job.flow, text=f"stopped while queued by {actor}", at=at)
             if res.rowcount == 1:
                 return ActResult(DONE, True, f"{sid} was queued; stopped at once (no agent ran since it was queued). Resume it with `swarmkit resume {sid}`.", await _reload(store, job.id))
         elif job.status == STOPPED:
@@ -247,6 +287,9 @@ def _resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
     values: dict[str, Any] = dict(
         stop_requested_at=None,
         stop_requested_by=None,
+        stop_now=False,
+        stop_overdue_at=None,
+        stall_at=None,
         pending_gate=None,
         ended_at=None,
         error=None,
@@ -405,7 +448,7 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> Jo
             .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
             .values(
                 status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(),
-                last_event_at=now, updated_at=now,
+                last_event_at=now, updated_at=now, stall_at=None,
                 started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
             )
         )
@@ -489,7 +532,7 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
     async with store.read() as conn:
         stale = (
             await conn.execute(
-                select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at).where(
+                select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at, jobs.c.flow, jobs.c.current_node).where(
                     jobs.c.status == RUNNING, lapsed
                 ),
                 clock.age_params(lease_s, sqlite),
@@ -513,7 +556,10 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
                 if res.rowcount != 1:
                     continue
                 last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
-                await record_event(conn, row.id, f"run.{to}", f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}", at=now)
+                said_lost = f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}"
+                await record_event(conn, row.id, f"run.{to}", said_lost, at=now)
+                if to == LOST:
+                    await record_notification(conn, row.id, "run.lost", flow=row.flow, text=said_lost, node=row.current_node, at=now)
                 if to == CANCELLED:
                     said = await decide(conn, row.id, destroy=not row.cancel_keep, reason="cancelled")
                     await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)

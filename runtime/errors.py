@@ -23,9 +23,33 @@ class GateDeferredError(HITLDeferredError):
 class RunStoppedError(HITLDeferredError):
     """A human asked this run to stop. Checkpointed and resumable, like any deferral."""
 
-    def __init__(self, node: str, step: int, requested_by: str | None = None):
+    def __init__(
+        self, node: str, step: int, requested_by: str | None = None, *, now: bool = False, interrupted: bool = False,
+        partial: str | None = None, tokens: int = 0, cost: float = 0.0,
+    ):
         super().__init__(node, step, f"stopped before {node} (requested by {requested_by or 'unknown'})")
         self.requested_by = requested_by
+        # A stop --now; `interrupted`: the node was interrupted in flight (it runs again from its start).
+        self.now = now
+        self.interrupted = interrupted
+        # Landed at a boundary inside the node: its partial state (JSON) and the usage it spent so far.
+        self.partial = partial
+        self.tokens = tokens
+        self.cost = cost
+
+
+class NodeTimedOut(Exception):
+    """A try of a node ran past its `timeout` and was interrupted."""
+
+
+class NodeParked(Exception):
+    """An agent parked at a boundary of its own (ctx.boundary, a command's parked exit) with its partial state."""
+
+    def __init__(self, node: str, partial: dict, tokens: int = 0, cost: float = 0.0):
+        super().__init__(f"{node} parked at a boundary of its own")
+        self.partial = partial
+        self.tokens = tokens
+        self.cost = cost
 
 
 class RunCancelledError(Exception):

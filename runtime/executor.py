@@ -16,6 +16,8 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
@@ -26,6 +28,7 @@ from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTE
 from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
 
 from . import flow_modules, host_metrics
+from .agent_context import PARKED_EXIT, StopHere
 from .agent_process import AgentProcess, LineSink
 from .agents import ProcessHooks, Usage, is_async_call, make_context, run_call, run_command, run_sync_call
 from .control import record_audit, record_event, state_json, storable
@@ -37,12 +40,15 @@ from .errors import (
     GateDeferredError,
     HITLDeferredError,
     LeaseLapsedError,
+    NodeParked,
+    NodeTimedOut,
     RunCancelledError,
     RunParkedError,
     RunStoppedError,
 )
 from .flow import Agent, Flow, parse_flow
 from .live_usage import LiveUsage
+from .notify import record_notification
 from .settings import Settings
 from .steps import step_words
 from .workspaces import carry_out, decide, prepare_dir, record_workspace, run_dir
@@ -57,6 +63,8 @@ EVENT_BATCH_BYTES = 1 << 20
 # Past this many lines (or bytes) waiting for the store, an agent's output waits.
 EVENT_HIGH_WATER = 4 * EVENT_BATCH
 EVENT_HIGH_WATER_BYTES = 4 << 20
+# The longest wait between two tries of a timed-out node.
+MAX_BACKOFF_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class Flags:
     cancel_requested_by: str | None
     cancel_keep: bool
     approved_step: int | None
+    stop_now: bool | None = False
 
 
 _FLAG_COLS = (
@@ -80,6 +89,7 @@ _FLAG_COLS = (
     jobs.c.cancel_requested_by,
     jobs.c.cancel_keep,
     jobs.c.approved_step,
+    jobs.c.stop_now,
 )
 
 
@@ -88,7 +98,9 @@ _FLAG_COLS = (
 _NOW = bindparam("b_now", type_=UTCDateTime())
 _MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), jobs.c.status == RUNNING)
 _FLAGS = select(*_FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
-_TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW)
+# Every sign of work moves the moment the run would show stalled (the flow's stall_after, else SWARMKIT_STALL_AFTER).
+_STALL_AT = bindparam("b_stall_at", type_=UTCDateTime())
+_TOUCH = update(jobs).where(*_MINE).values(last_event_at=_NOW, stall_at=_STALL_AT)
 _HEARTBEAT = update(jobs).where(*_MINE).values(heartbeat_at=_NOW, heartbeat_mono=bindparam("b_mono")).returning(*_FLAG_COLS)
 # A heartbeat that also brings usage reported mid-node: a sign of work, so it moves last_event_at (the console re-reads the row).
 _HEARTBEAT_USAGE = (
@@ -100,10 +112,11 @@ _HEARTBEAT_USAGE = (
         tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
         cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
         last_event_at=_NOW,
+        stall_at=_STALL_AT,
     )
     .returning(*_FLAG_COLS)
 )
-_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, node_started_at=_NOW).returning(*_FLAG_COLS)
+_ENTER = update(jobs).where(*_MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, node_started_at=_NOW, stall_at=_STALL_AT).returning(*_FLAG_COLS)
 _CHECKPOINT = (
     update(jobs)
     .where(*_MINE)
@@ -115,6 +128,7 @@ _CHECKPOINT = (
         updated_at=_NOW,
         last_event_at=_NOW,
         node_started_at=_NOW,
+        stall_at=_STALL_AT,
     )
     .returning(*_FLAG_COLS)
 )
@@ -307,6 +321,12 @@ class RunHost:
         self.on_line = on_line  # lets `swarmkit run` echo what the run prints
         self.sink = EventSink(self)
         self._stop_latched: str | None = None
+        # A stop --now heard by the heartbeat (who asked): the node in flight is interrupted.
+        self._stop_now_by: str | None = None
+        # Any stop the heartbeat heard (who asked): what the node's own boundaries see.
+        self._stop_seen: str | None = None
+        self._control_path: Path | None = None
+        self._stall_after = timedelta(seconds=flow.stall_after_s or self.settings.stall_after_s)
         self._cancel: Flags | None = None
         self._fenced = False
         self._warned: set[str] = set()
@@ -410,7 +430,8 @@ class RunHost:
         return (jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
 
     def _params(self, **more: Any) -> dict[str, Any]:
-        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=store_now(), **more)
+        now = store_now()
+        return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=now, b_stall_at=now + self._stall_after, **more)
 
     def touch(self, conn) -> None:
         """The first statement of a host write that needs no flags: proves the epoch, or raises FencedError."""
@@ -478,9 +499,82 @@ class RunHost:
                 self.warn_once(fault, f"heartbeat failed: {fault}")
                 continue
             self._renewed(stamped[0])
-            if flags.cancel_requested_at is not None and self._cancel is None:
-                self._cancel = flags
-                self._interrupt_node()
+            self._heard(flags)
+
+    def _heard(self, flags: Flags) -> None:
+        """What a heartbeat read: a cancel or a stop --now interrupts the node in flight; a stop
+        reaches the node's own boundaries (its control file, an async agent's ctx.boundary)."""
+        if flags.stop_requested_at is not None and self._stop_seen is None:
+            self._stop_seen = flags.stop_requested_by or "unknown"
+        if flags.cancel_requested_at is not None and self._cancel is None:
+            self._cancel = flags
+            self._interrupt_node()
+        elif flags.stop_requested_at is not None and flags.stop_now and self._stop_now_by is None:
+            self._stop_now_by = flags.stop_requested_by or "unknown"
+            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
+            self._interrupt_node()
+        # Rewritten every heartbeat: its `at` tells the agent its host is alive and what it says is fresh.
+        self._write_control()
+
+    # --- boundaries inside a node ----------------------------------------------
+
+    def _set_control(self, path: Path | None) -> None:
+        """The node in flight's control file ($SWARMKIT_CONTROL): written now, rewritten by each heartbeat."""
+        self._control_path = path
+        self._write_control()
+
+    def _write_control(self) -> None:
+        path = self._control_path
+        if path is None:
+            return
+        body = dict(
+            run_id=self.job_id, stop_requested=self._stop_seen is not None or self._stop_latched is not None,
+            requested_by=self._stop_seen or self._stop_latched, cancel_requested=self._cancel is not None, at=store_now().isoformat(),
+        )
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            # Replaced whole, so an agent never reads half a file; a few bytes on a local folder.
+            tmp.write_text(json.dumps(body, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:  # the node's folder went away as it ended
+            log.debug("run %s: control file %s not written: %s", self.job_id[:8], path, exc)
+
+    def _boundary_here(self, partial: dict[str, Any]) -> None:
+        """ctx.boundary for an async agent on this loop: the stop this host last heard (a heartbeat old at most)."""
+        if self._stop_seen is not None or self._stop_latched is not None:
+            raise StopHere(partial)
+
+    async def _aboundary_here(self, partial: dict[str, Any]) -> None:
+        """ctx.aboundary: the stop flag read fresh, one primary-key SELECT, every time."""
+        t0 = time.monotonic()
+        flags = await self._retrying("the boundary check", lambda: read_flags(self.store, self.job_id))
+        host_metrics.BOUNDARY.observe(time.monotonic() - t0)
+        if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
+            self.fence()
+            raise asyncio.CancelledError()
+        if flags.stop_requested_at is not None and flags.cancel_requested_at is None:
+            self._stop_seen = self._stop_seen or flags.stop_requested_by or "unknown"
+            raise StopHere(partial)
+
+    async def _parked_inside(self, agent: Agent, step: int, parked: NodeParked) -> BaseException:
+        """An agent parked at a boundary of its own: if a stop is pending the run stops here with
+        its partial state; a parked exit with no stop asked for is the agent's failure."""
+        flags = await self._retrying("the boundary check", lambda: read_flags(self.store, self.job_id))
+        if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
+            return FencedError(self.job_id)
+        if flags.cancel_requested_at is not None:
+            self._cancel = flags
+            return RunCancelledError(self.job_id)
+        if flags.stop_requested_at is None:
+            return AgentFailed(f"{agent.name}: exited {PARKED_EXIT} (parked at a boundary of its own) but no stop was requested")
+        try:
+            partial = state_json(parked.partial)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return AgentFailed(f"{agent.name}: parked with a partial state that JSON cannot hold ({type(exc).__name__}: {str(exc)[:200]})")
+        if self._stop_latched is None:
+            self._stop_latched = flags.stop_requested_by or "unknown"
+            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
+        return RunStoppedError(agent.name, step, self._stop_latched, now=bool(flags.stop_now), partial=partial, tokens=parked.tokens, cost=parked.cost)
 
     async def _beat(self, tx) -> Flags:
         """One heartbeat, carrying the usage the node in flight reported since the last one.
@@ -509,9 +603,10 @@ class RunHost:
             raise RunCancelledError(self.job_id)
         if flags.stop_requested_at is not None and self._stop_latched is None:
             self._stop_latched = flags.stop_requested_by or "unknown"
-            host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
+            if self._stop_now_by is None:  # a stop --now was measured when the heartbeat heard it
+                host_metrics.STOP_REACTION.observe(max(0.0, (store_now() - flags.stop_requested_at).total_seconds()))
         if self._stop_latched is not None:
-            raise RunStoppedError(agent.name, step, self._stop_latched)
+            raise RunStoppedError(agent.name, step, self._stop_latched, now=bool(flags.stop_now) or self._stop_now_by is not None)
         if self._park_by is not None:
             raise RunParkedError(agent.name, step, self._park_by)
         if agent.approve and flags.approved_step != step:
@@ -600,7 +695,30 @@ class RunHost:
         if nxt is not None:
             self._decide(flags, step + 1, nxt)
 
-    async def run_agent(self, step: int, agent: Agent, state: dict[str, Any]) -> tuple[dict[str, Any], Usage]:
+    async def run_agent(self, step: int, agent: Agent, state: dict[str, Any], resumed_from: dict[str, Any] | None = None) -> tuple[dict[str, Any], Usage]:
+        """The node, tried again from its start after a timed-out try while it has retries left
+        (with backoff; each timeout and each new try is an event)."""
+        tries = agent.retries + 1
+        for attempt in range(1, tries + 1):
+            try:
+                return await self._try_agent(step, agent, state, resumed_from)
+            except NodeTimedOut:
+                said = f"{agent.name}: timed out after {agent.timeout}" + (f" (try {attempt} of {tries})" if tries > 1 else "")
+                if attempt == tries:
+                    self.sink.emit("node.timeout", f"{said}: interrupted; the run ends failed", agent.name, step)
+                    raise AgentFailed(said + ("; no retries left" if tries > 1 else "")) from None
+                delay = min(self.settings.retry_backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+                self.sink.emit("node.timeout", f"{said}: interrupted; trying again in {delay:g}s", agent.name, step)
+            await asyncio.sleep(delay)
+            # The boundary before the next try: a stop or cancel asked meanwhile lands here.
+            flags = await self._retrying("the boundary check", lambda: read_flags(self.store, self.job_id))
+            if flags is None or flags.epoch != self.epoch or flags.status != RUNNING:
+                raise FencedError(self.job_id)
+            self._decide(flags, step, agent)
+            self.sink.emit("node.retry", f"{step_words(step, self.flow.steps, agent.name, None)}: try {attempt + 1} of {tries}", agent.name, step)
+        raise AssertionError("unreachable")
+
+    async def _try_agent(self, step: int, agent: Agent, state: dict[str, Any], resumed_from: dict[str, Any] | None) -> tuple[dict[str, Any], Usage]:
         def emit(line: str) -> None:
             self.sink.emit("log", line, agent.name, step)
             if self.on_line:
@@ -621,27 +739,35 @@ class RunHost:
             lease_deadline=lambda: self.lease_deadline,
             register=self._register,
             unregister=self._unregister,
+            control=self._set_control,
         )
         self._live = self._node_live = hooks.live
         coro: Awaitable[tuple[dict[str, Any], Usage]]
         in_process = False
         if agent.command is not None:
-            coro = run_command(agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, hooks=hooks)
+            coro = run_command(agent, run_id=self.job_id, step=step, state=state, workspace=self.workspace, hooks=hooks, resumed_from=resumed_from)
         else:
-            ctx = make_context(self.job_id, agent, step, state, self.workspace, emit)
+            ctx = make_context(self.job_id, agent, step, state, self.workspace, emit, resumed_from)
             if is_async_call(agent, self.calls):
                 in_process = True
                 hooks.live.in_process = ctx.usage
+                ctx._boundary, ctx._aboundary = self._boundary_here, self._aboundary_here
                 coro = run_call(agent, ctx, self.calls)
             else:
                 coro = run_sync_call(agent, ctx, self.calls, hooks)
         self._node_task = task = asyncio.create_task(coro, name=f"node-{self.job_id[:8]}-{agent.name}")
         self._node_agent, self._node_in_process, self._escalation = agent, in_process, None
-        if self._cancel is not None or self._fenced:
-            # The heartbeat saw a cancel (or lost our epoch) while the node was being set up.
+        if self._cancel is not None or self._fenced or self._stop_now_by is not None:
+            # The heartbeat saw a cancel or a stop --now (or lost our epoch) while the node was being set up.
             self._interrupt_node()
+        timed_out = False
         try:
-            await asyncio.wait({task})
+            done, _ = await asyncio.wait({task}, timeout=agent.timeout_s)
+            if not done:
+                # Past the node's timeout: interrupted like a cancel's node, then tried again or failed.
+                timed_out = True
+                self._interrupt_node()
+                await asyncio.wait({task})
         except asyncio.CancelledError:
             # This host is leaving its runs (a worker's second signal): the
             # supervisors end the agents on their own (the control pipe closes),
@@ -667,8 +793,18 @@ class RunHost:
         if task.cancelled():
             if self._cancel is not None:
                 raise RunCancelledError(self.job_id)
-            raise asyncio.CancelledError()
-        return task.result()
+            if self._stop_now_by is not None:
+                # Parked at the boundary before this node: its work in flight is lost, it runs again on resume.
+                self._stop_latched = self._stop_latched or self._stop_now_by
+                raise RunStoppedError(agent.name, step, self._stop_latched, now=True, interrupted=True)
+            if not timed_out:
+                raise asyncio.CancelledError()
+        if timed_out:
+            raise NodeTimedOut(agent.name)
+        try:
+            return task.result()
+        except NodeParked as parked:
+            raise await self._parked_inside(agent, step, parked) from None
 
     async def _until_ended(self, task: asyncio.Task, agent: Agent, in_process: bool) -> None:
         """Wait for a cancelled node to end. A process ends through its supervisor's escalation;
@@ -741,6 +877,7 @@ class RunHost:
 
     async def _after_end(self, conn, status: str, error: str | None, now) -> None:
         jid = self.job_id
+        await record_notification(conn, jid, f"run.{status}", flow=self.flow.name, text=error or status, node=self._node_agent.name if self._node_agent else None, at=now)
         if status == COMPLETED:
             await record_event(conn, jid, "run.completed", "completed", at=now)
             # A flow that keeps its workspaces leaves them `kept`: no run uses them now.
@@ -781,6 +918,13 @@ class RunHost:
         values: dict[str, Any] = dict(status=status, current_node=exc.node)
         if not stopped and not parked:
             values["pending_gate"] = exc.node
+        inside = stopped and exc.partial is not None  # type: ignore[attr-defined]
+        if inside:
+            # What the node spent up to the boundary it parked at is spent: on resume it goes on from there.
+            # Heartbeats already put part of it on the row (as at a checkpoint).
+            async with self._usage_lock:
+                written = self._node_live.written if self._node_live is not None else (0, 0.0)
+            values.update(tokens=jobs.c.tokens + (exc.tokens - written[0]), cost=jobs.c.cost + (exc.cost - written[1]))  # type: ignore[attr-defined]
 
         async def op() -> None:
             now = store_now()
@@ -794,10 +938,26 @@ class RunHost:
                         raise RunCancelledError(self.job_id)
                     raise FencedError(self.job_id)
                 boundary = f"before {step_words(exc.step, self.flow.steps, exc.node, None)}"
+                if inside:
+                    assert isinstance(exc, RunStoppedError)
+                    boundary = f"inside {step_words(exc.step, self.flow.steps, exc.node, None)}, at a boundary of its own"
+                    await conn.execute(
+                        update(checkpoints).where(checkpoints.c.job_id == self.job_id, checkpoints.c.step == exc.step).values(partial=exc.partial)
+                    )
+                if not parked:
+                    await record_notification(conn, self.job_id, f"run.{status}", flow=self.flow.name, text=f"{status} {boundary}", node=exc.node, step=exc.step, at=now)
                 if stopped:
-                    actor = exc.requested_by or "unknown"  # type: ignore[attr-defined]
-                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}; requested by {actor}", node=exc.node, step=exc.step, at=now)
-                    await record_audit(conn, actor, "run.stopped", self.job_id, {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps)}, at=now)
+                    assert isinstance(exc, RunStoppedError)
+                    actor = exc.requested_by or "unknown"
+                    detail: dict[str, Any] = {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps)}
+                    if inside:
+                        detail["inside"] = True
+                    how = ""
+                    if exc.now:
+                        detail.update(now=True, interrupted=exc.node if exc.interrupted else None)
+                        how = f" (stop --now: {exc.node} was interrupted and runs again from its start on resume)" if exc.interrupted else " (stop --now, taken at the boundary)"
+                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}{how}; requested by {actor}", node=exc.node, step=exc.step, at=now)
+                    await record_audit(conn, actor, "run.stopped", self.job_id, detail, at=now)
                 elif parked:
                     by = exc.parked_by  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.parked", f"parked {boundary} by {by}: back in the queue for any worker", node=exc.node, step=exc.step, at=now)
@@ -848,13 +1008,16 @@ class RunHost:
             step = cp.step if cp else 0
             self.sink.start(logged)
             heartbeat = asyncio.create_task(self._heartbeat(), name=f"heartbeat-{self.job_id[:8]}")
+            # Where a stop landed inside the node this host starts at: it goes on from there.
+            resumed_from = json.loads(cp.partial) if cp and cp.partial else None
             if step < self.flow.steps:
                 node = self.flow.agents[step].name
                 await self.enter(step, self.flow.agents[step])
             for i in range(step, self.flow.steps):
                 agent = self.flow.agents[i]
                 step, node = i, agent.name
-                output, usage = await self.run_agent(i, agent, state)
+                output, usage = await self.run_agent(i, agent, state, resumed_from)
+                resumed_from = None
                 state = {**state, **output}
                 try:
                     state_json(state)

@@ -15,10 +15,14 @@ from .agent_env import withheld
 from .errors import FlowError
 
 _CALL_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env"}
-_AGENT_KEYS = {"name", "command", "call", "approve", "description", "env"}
+_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env", "stall_after"}
+_AGENT_KEYS = {"name", "command", "call", "approve", "description", "env", "timeout", "retries"}
 # A variable's name, or a prefix of names written `PREFIX*` (see agent_env.py).
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+# A duration: "90s", "10m", "1h30m", "500ms", "1.5h"; the parts largest first, each once.
+_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
+_DURATION_UNITS = (86400.0, 3600.0, 60.0, 1.0, 0.001)
+MAX_RETRIES = 100
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,11 @@ class Agent:
     approve: bool = False
     # The variables passed through to its process: the flow's `env`, then its own.
     env: tuple[str, ...] = ()
+    # Past this many seconds a try of the node is interrupted (the cancel's escalation); as written, for messages.
+    timeout_s: float | None = None
+    timeout: str | None = None
+    # Tries after a timed-out one, with backoff, before the run ends failed.
+    retries: int = 0
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class Flow:
     # Completed and failed runs destroy their workspaces unless the flow keeps them.
     keep_workspaces: bool = False
     env: tuple[str, ...] = ()
+    # No sign of work this long shows the run stalled (None: SWARMKIT_STALL_AFTER on its host).
+    stall_after_s: float | None = None
 
     @property
     def steps(self) -> int:
@@ -70,6 +81,22 @@ def _env_list(value: Any, what: str) -> tuple[str, ...] | str:
     return tuple(dict.fromkeys(value))
 
 
+def parse_duration(value: Any) -> float | None:
+    """Seconds in a duration written "90s", "10m", "1h30m", "500ms" (or a number of seconds); None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        m = _DURATION_RE.match(value.strip().lower())
+        if not value.strip() or m is None or not any(m.groups()):
+            return None
+        seconds = sum(float(g) * unit for g, unit in zip(m.groups(), _DURATION_UNITS, strict=True) if g)
+    else:
+        return None
+    return seconds if seconds > 0 and seconds < 10 * 365 * 86400 else None
+
+
 def parse_flow(source: str, path: str | None = None) -> Flow:
     where = path or "<flow>"
 
@@ -89,7 +116,7 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
 
     unknown = sorted(set(data) - _FLOW_KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env and [[agents]])", _key_line(source, unknown[0]))
+        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env, stall_after and [[agents]])", _key_line(source, unknown[0]))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise fail('a flow needs a name: add  name = "my-flow"', _key_line(source, "name"))
@@ -113,7 +140,7 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
             raise fail(f"{label} must be a table", line)
         unknown = sorted(set(raw) - _AGENT_KEYS)
         if unknown:
-            raise fail(f"{label}: unknown key {unknown[0]!r} (an agent has name, command or call, approve, env)", line)
+            raise fail(f"{label}: unknown key {unknown[0]!r} (an agent has name, command or call, approve, env, timeout, retries)", line)
         aname = raw.get("name")
         if not isinstance(aname, str) or not aname.strip():
             raise fail(f"{label} needs a name", line)
@@ -136,11 +163,29 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
         own_env = _env_list(raw.get("env", []), f"{label}: env")
         if isinstance(own_env, str):
             raise fail(own_env, line)
-        agents.append(Agent(name=aname, command=command, call=call, approve=approve, env=tuple(dict.fromkeys(flow_env + own_env))))
+        timeout_raw, timeout_s = raw.get("timeout"), None
+        if timeout_raw is not None:
+            timeout_s = parse_duration(timeout_raw)
+            if timeout_s is None:
+                raise fail(f'{label}: timeout {timeout_raw!r} is not a duration; write it like "90s", "10m" or "1h30m" (more than zero)', line)
+        retries = raw.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+            raise fail(f"{label}: retries must be a whole number from 0 to {MAX_RETRIES}, not {retries!r}", line)
+        if retries and timeout_s is None:
+            raise fail(f'{label}: retries applies to a timed-out try; set a timeout too, like timeout = "10m"', line)
+        agents.append(Agent(
+            name=aname, command=command, call=call, approve=approve, env=tuple(dict.fromkeys(flow_env + own_env)),
+            timeout_s=timeout_s, timeout=None if timeout_raw is None else str(timeout_raw), retries=retries,
+        ))
     keep = data.get("keep_workspaces", False)
     if not isinstance(keep, bool):
         raise fail("keep_workspaces must be true or false", _key_line(source, "keep_workspaces"))
-    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env)
+    stall_raw, stall_after_s = data.get("stall_after"), None
+    if stall_raw is not None:
+        stall_after_s = parse_duration(stall_raw)
+        if stall_after_s is None:
+            raise fail(f'stall_after {stall_raw!r} is not a duration; write it like "90s", "10m" or "1h30m" (more than zero)', _key_line(source, "stall_after"))
+    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env, stall_after_s=stall_after_s)
 
 
 def load_flow(path: str | Path, *, check_calls: bool = True) -> Flow:

@@ -143,11 +143,11 @@ def stop_eta(job: JobRecord, now: datetime, usual_s: float | None) -> str:
     if ran is None:
         return ""
     if usual_s is None:  # no past runs of it, or not looked up (`swarmkit status`)
-        return f"node ran {age(ran)}"
+        return f"{age(ran)} in"
     left = usual_s - ran
     if left <= 0:
-        return f"node ran {age(ran)}, usually ~{age(usual_s)}: any moment"
-    return f"node ran {age(ran)}, stops in ~{age(left)}"
+        return f"{age(ran)} in, usually ~{age(usual_s)}: any moment"
+    return f"{age(ran)} in, stops in ~{age(left)}"
 
 
 def burn_rate(job: JobRecord, now: datetime, since: tuple[datetime, float] | None = None) -> float | None:

@@ -34,6 +34,10 @@ class Settings:
     poll_s: float = 0.5
     # A run's log lines (bytes of text) past which further lines are counted and dropped.
     log_cap_bytes: float = 64 * 1024 * 1024
+    # The wait before the second try of a timed-out node; it doubles for each try after (at most a minute).
+    retry_backoff_s: float = 1.0
+    # A running run with no sign of work this long shows stalled (a flow's `stall_after` wins).
+    stall_after_s: float = 120.0
 
     @property
     def lease_margin_s(self) -> float:
@@ -54,6 +58,8 @@ class Settings:
             term_grace_s=_float_env("SWARMKIT_TERM_GRACE", cls.term_grace_s),
             poll_s=_float_env("SWARMKIT_POLL", cls.poll_s),
             log_cap_bytes=_float_env("SWARMKIT_LOG_CAP", cls.log_cap_bytes),
+            retry_backoff_s=_float_env("SWARMKIT_RETRY_BACKOFF", cls.retry_backoff_s),
+            stall_after_s=_float_env("SWARMKIT_STALL_AFTER", cls.stall_after_s),
         )
 
 

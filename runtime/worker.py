@@ -15,6 +15,7 @@ from swarmkit.store.models import workers
 
 from .control import claim_queued, mark_lost
 from .executor import RunHost, host_claimed
+from .notify import Notifier
 from .settings import Settings, host_name
 from .steps import step_words
 from .workspaces import sweep
@@ -30,6 +31,7 @@ class Worker:
         concurrency: int = 4,
         settings: Settings | None = None,
         say: Callable[[str], None] = print,
+        notify: tuple[str, str] | None = None,
     ):
         self.store = store
         self.concurrency = concurrency
@@ -43,6 +45,8 @@ class Worker:
         self._wake = asyncio.Event()
         # Queued runs this worker cannot load and has said so about (once each).
         self._told_unloadable: set[str] = set()
+        # (URL, secret): this worker delivers the store's notifications too.
+        self.notifier = Notifier(store, notify[0], notify[1], poll_s=self.settings.poll_s) if notify else None
 
     async def _register(self) -> None:
         await self.store.keep_time()
@@ -102,6 +106,7 @@ class Worker:
         self.say(f"worker {self.id[:8]} on {host_name()} pid {os.getpid()}: hosting up to {self.concurrency} runs from {self.store.loc.display}")
         last_beat = 0.0
         loop = asyncio.get_running_loop()
+        notifying = asyncio.create_task(self.notifier.run(), name="notify") if self.notifier else None
         try:
             while True:
                 if self._draining.is_set():
@@ -137,6 +142,10 @@ class Worker:
             for task in self.hosted.values():
                 task.cancel()
             await asyncio.gather(*self.hosted.values(), return_exceptions=True)
+            if notifying is not None:
+                # What is not delivered yet stays in the outbox for the next notifier.
+                notifying.cancel()
+                await asyncio.gather(notifying, return_exceptions=True)
             try:
                 await self._beat(stopped=True)
             except Exception:

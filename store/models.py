@@ -123,6 +123,12 @@ jobs = Table(
     _col("flow_modules", Text, null=True),
     # When the node in flight started (migration 0004): the host sets it at each boundary.
     _col("node_started_at", UTCDateTime, null=True),
+    # The stop asked for interrupts the node in flight (migration 0005); None on older rows is False.
+    _col("stop_now", Boolean, null=True, default=False),
+    # Shown stalled past this with no sign of work (set by the host at each sign); NULL: the default after the last.
+    _col("stall_at", UTCDateTime, null=True),
+    # A stop not taken by then shows "stop overdue" (a few times its node's usual duration after the request).
+    _col("stop_overdue_at", UTCDateTime, null=True),
     # The lost-run check of every worker and console (migration 0002).
     Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
     # A flow's newest runs, for a node's usual duration (migration 0004).
@@ -139,6 +145,8 @@ checkpoints = Table(
     _col("state", Text),
     _col("epoch", Integer),
     _col("created_at", UTCDateTime),
+    # JSON partial state of the node at `step`, left at a boundary inside it where a stop landed (migration 0005).
+    _col("partial", Text, null=True),
     Index("ix_checkpoints_job_step", "job_id", "step", unique=True),
 )
 
@@ -196,6 +204,25 @@ workers = Table(
     _col("heartbeat_mono", Float, null=True),
     # This worker's wall clock minus the store's, in seconds, measured at its last heartbeat.
     _col("clock_offset_s", Float, null=True),
+)
+
+# The outbox of notifications (migration 0005): written in the transaction of the transition
+# it tells of, delivered at least once by a process that notifies (`--notify URL`).
+notifications = Table(
+    "notifications",
+    metadata,
+    _col("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    # What a receiver deduplicates by: the same on every delivery of this notification.
+    _col("event_id", String(32), unique=True),
+    _col("job_id", String(32)),
+    _col("kind", String(32)),
+    _col("body", Text),
+    _col("created_at", UTCDateTime),
+    _col("next_at", UTCDateTime),
+    _col("attempts", Integer, default=0),
+    _col("delivered_at", UTCDateTime, null=True),
+    _col("last_error", Text, null=True),
+    Index("ix_notifications_due", "delivered_at", "next_at"),
 )
 
 # Facts about the store itself (migration 0003): `min_writer`, `store_id`.

@@ -29,6 +29,7 @@ from .models import (
     workspaces,
 )
 from .records import (
+    OVERDUE,
     STALL_AFTER,
     AuditRecord,
     CheckpointRecord,
@@ -105,14 +106,19 @@ def jobs_by_prefix(conn: Connection, prefix: str, limit: int = 20) -> list[JobRe
 _ACTIVE = sorted(ACTIVE_STATUSES)
 
 
-def shown_status(stall_cutoff: datetime):
-    """`JobRecord.display_status` in SQL, for filtering by what the table shows (a test holds the two together)."""
+def shown_status(stall_cutoff: datetime, now: datetime | None = None):
+    """`JobRecord.display_status` in SQL, for filtering by what the table shows (a test holds the two together).
+
+    `stall_cutoff` is `now` less the default stall threshold (rows whose host set no `stall_at`)."""
     running = jobs.c.status == RUNNING
     last = func.coalesce(jobs.c.last_event_at, jobs.c.started_at)
+    at = bindparam("b_shown_now", now or stall_cutoff + STALL_AFTER, type_=UTCDateTime())
     return case(
         (and_(running, jobs.c.cancel_requested_at.is_not(None)), literal("cancelling")),
+        (and_(running, jobs.c.stop_requested_at.is_not(None), jobs.c.stop_overdue_at.is_not(None), jobs.c.stop_overdue_at < at), literal(OVERDUE)),
         (and_(running, jobs.c.stop_requested_at.is_not(None)), literal("stopping")),
-        (and_(running, last < bindparam("b_stall_cutoff", stall_cutoff, type_=UTCDateTime())), literal("stalled")),
+        (and_(running, jobs.c.stall_at.is_not(None), jobs.c.stall_at < at), literal("stalled")),
+        (and_(running, jobs.c.stall_at.is_(None), last < bindparam("b_stall_cutoff", stall_cutoff, type_=UTCDateTime())), literal("stalled")),
         else_=jobs.c.status,
     )
 
@@ -305,7 +311,7 @@ def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[W
 
 def checkpoints_for(conn: Connection, job_id: str) -> list[CheckpointRecord]:
     stmt = (
-        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at)
+        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at, checkpoints.c.partial)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.step)
     )
@@ -314,13 +320,28 @@ def checkpoints_for(conn: Connection, job_id: str) -> list[CheckpointRecord]:
 
 def latest_checkpoint(conn: Connection, job_id: str) -> CheckpointRecord | None:
     stmt = (
-        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at)
+        select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at, checkpoints.c.partial)
         .where(checkpoints.c.job_id == job_id)
         .order_by(checkpoints.c.step.desc())
         .limit(1)
     )
     row = conn.execute(stmt).first()
     return CheckpointRecord(**row._mapping) if row else None
+
+
+def usual_node_seconds(conn: Connection, flow: str, node: str, limit: int = 20) -> float | None:
+    """How long `node` of `flow` usually takes: the median of its last `limit` completions
+    (each checkpoint's time less the one before it in the same run), or None with no history."""
+    done, before = checkpoints.alias("done"), checkpoints.alias("before")
+    stmt = (
+        select(before.c.created_at, done.c.created_at)
+        .select_from(done.join(before, and_(before.c.job_id == done.c.job_id, before.c.step == done.c.step - 1)).join(jobs, jobs.c.id == done.c.job_id))
+        .where(jobs.c.flow == flow, done.c.node == node)
+        .order_by(done.c.id.desc())
+        .limit(limit)
+    )
+    spans = sorted((b - a).total_seconds() for a, b in conn.execute(stmt) if a is not None and b is not None)
+    return spans[len(spans) // 2] if spans else None
 
 
 def live_workers(conn: Connection, lease_s: float) -> list[WorkerRecord]:

@@ -13,6 +13,8 @@ from .models import JOB_COLUMNS, RUNNING
 
 # A running run with no sign of work for this long is shown as stalled.
 STALL_AFTER = timedelta(seconds=120)
+# The shown status of a running run whose stop was asked for long ago and not taken (stop_overdue_at passed).
+OVERDUE = "stop overdue"
 
 # The version of the run list's JSON shape (runtime/schemas/run_list.schema.json).
 RUN_LIST_SCHEMA = 1
@@ -72,23 +74,39 @@ class JobRecord:
     heartbeat_mono: float | None
     flow_modules: str | None
     node_started_at: datetime | None
+    stop_now: bool | None
+    stall_at: datetime | None
+    stop_overdue_at: datetime | None
 
     @property
     def short_id(self) -> str:
         return self.id[:8]
 
     def display_status(self, now: datetime | None = None, stall_after: timedelta = STALL_AFTER) -> str:
-        """The shown status: stored status, or stopping / cancelling / stalled for a running row."""
+        """The shown status: stored status, or cancelling / overdue / stopping / stalled for a running row.
+
+        `stall_after` is the default for a row whose host set no `stall_at` of its own.
+        """
         if self.status != RUNNING:
             return self.status
         if self.cancel_requested_at is not None:
             return "cancelling"
+        now = now or store_now()
         if self.stop_requested_at is not None:
-            return "stopping"
+            return OVERDUE if self.stop_overdue_at is not None and now > self.stop_overdue_at else "stopping"
+        if self.stall_at is not None:
+            return "stalled" if now > self.stall_at else RUNNING
         last = self.last_event_at or self.started_at
-        if last is not None and (now or store_now()) - last > stall_after:
+        if last is not None and now - last > stall_after:
             return "stalled"
         return RUNNING
+
+    def stall_deadline(self, stall_after: timedelta = STALL_AFTER) -> datetime | None:
+        """When this running row shows stalled if no sign of work comes first."""
+        if self.stall_at is not None:
+            return self.stall_at
+        last = self.last_event_at or self.started_at
+        return last + stall_after if last is not None else None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -144,6 +162,8 @@ class CheckpointRecord:
     state: str
     epoch: int
     created_at: datetime
+    # The node's own partial state, where a stop landed inside it (None: it starts afresh).
+    partial: str | None = None
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,9 @@ def test_flows_that_are_not_flows_are_refused_before_any_run_exists(cli: Cli, tm
         write_flow(tmp_path, "cmdlist", 'name = "x"\n[[agents]]\nname = "a"\ncommand = ["echo", "x"]\n'): "non-empty string",
         write_flow(tmp_path, "noname", 'name = "x"\n[[agents]]\ncommand = "true"\n'): "needs a name",
         write_flow(tmp_path, "keepstr", 'name = "x"\nkeep_workspaces = "no"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "keep_workspaces must be true or false",
-        write_flow(tmp_path, "agentkey", 'name = "x"\n[[agents]]\nname = "a"\ncommand = "true"\ntimeout = 5\n'): "unknown key 'timeout'",
+        write_flow(tmp_path, "agentkey", 'name = "x"\n[[agents]]\nname = "a"\ncommand = "true"\ndeadline = 5\n'): "unknown key 'deadline'",
+        write_flow(tmp_path, "badtimeout", 'name = "x"\n[[agents]]\nname = "a"\ncommand = "true"\ntimeout = "soon"\n'): "timeout 'soon' is not a duration",
+        write_flow(tmp_path, "badstall", 'name = "x"\nstall_after = "-1m"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "stall_after '-1m' is not a duration",
         write_flow(tmp_path, "dupkey", 'name = "x"\nname = "y"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "not valid TOML",
         # PostgreSQL text cannot hold NUL: refused at load, on both stores alike (B7).
         write_flow(tmp_path, "nulflow", 'name = "a\\u0000b"\n[[agents]]\nname = "a"\ncommand = "true"\n'): "NUL",

@@ -20,6 +20,7 @@ SCRIPTS = {
     "per_node.py": "swarmkit / floor",
     "boundary_check.py": "sql: the SELECT alone",
     "stop_reaction.py": "stop_requested_at -> RunStoppedError",
+    "stop_in_node.py": "plain stop, async ctx.aboundary loop",
     "throughput.py": "node boundaries/s over the window",
     "console_poll.py": "full reload / changed-rows poll",
     "console_render.py": "peak memory",

@@ -64,9 +64,9 @@ def test_columns_align_in_terminal_cells_with_cjk_and_emoji_names():
 
 def test_a_stopping_row_says_how_long_its_node_ran_and_when_it_should_stop():
     job = record(stop_requested_at=NOW - timedelta(seconds=12), stop_requested_by="ana@ops")
-    assert stop_eta(job, NOW, 90.0) == "node ran 50s, stops in ~40s"
-    assert stop_eta(job, NOW, 30.0) == "node ran 50s, usually ~30s: any moment"
-    assert stop_eta(job, NOW, None) == "node ran 50s"
+    assert stop_eta(job, NOW, 90.0) == "50s in, stops in ~40s"
+    assert stop_eta(job, NOW, 30.0) == "50s in, usually ~30s: any moment"
+    assert stop_eta(job, NOW, None) == "50s in"
     assert "stops in ~40s" in cells(RunView(job, NOW, usual_s=90.0))["node"]
     assert "stops in" not in cells(RunView(record(), NOW, usual_s=90.0))["node"], "only a stopping row"
     assert usual([10, 50, 30, 1000]) == 40 and usual([]) is None

@@ -44,6 +44,7 @@ STATUS_LOOKS: dict[str, StatusLook] = {
     "queued": StatusLook("queued", "○", "$text-primary", "waiting for a worker to claim it"),
     "running": StatusLook("running", "●", "bold $text-success", "an agent is at work"),
     "stopping": StatusLook("stopping", "◐", "bold $text-warning", "stop requested; stops at the next agent boundary"),
+    "stop overdue": StatusLook("stop overdue", "◓", "bold underline $text-warning on $warning-muted", "a stop not taken in a few times its node's usual time"),
     "cancelling": StatusLook("cancelling", "◍", "bold $text-error", "cancel requested; its host is interrupting it"),
     "stalled": StatusLook("stalled", "◌", "bold $text-accent on $accent-muted", "running, but no sign of work for a while"),
     "stopped": StatusLook("stopped", "■", "$text-warning", "parked at a boundary; resumable, nothing lost"),

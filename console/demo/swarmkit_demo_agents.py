@@ -49,9 +49,16 @@ async def fetch_sources(ctx):
 
 
 async def read(ctx):
+    """A tool loop with boundaries of its own: a stop lands between two pages, and a resumed
+    run goes on from the page it stopped at (the same notes as a run never stopped)."""
     rng = _rng(ctx)
-    notes = []
-    for i in range(1, 41):
+    notes = list((ctx.resumed_from or {}).get("notes", []))
+    for _ in notes:  # the numbers the pages already read drew
+        rng.choice(TOPICS), rng.randint(2, 11)
+    if notes:
+        ctx.log(f"resuming after page {len(notes)} of 40")
+    for i in range(len(notes) + 1, 41):
+        await ctx.aboundary({"notes": notes})
         await asyncio.sleep(1.5)
         topic = rng.choice(TOPICS)
         notes.append(topic)

@@ -13,8 +13,9 @@ ACTS = {
     "stop": (
         "stop a run at its next agent boundary (resumable)",
         "Ask a run to stop before its next agent. The agent in flight finishes; the run is then stopped, "
-        "checkpointed, and may be resumed with `swarmkit resume` or `swarmkit run --resume`.",
-        ["swarmkit stop a46614b1", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit"],
+        "checkpointed, and may be resumed with `swarmkit resume` or `swarmkit run --resume`. With --now the node in "
+        "flight is interrupted (the cancel's escalation) and the run parks before it: that node's work is lost and it runs again from its start on resume.",
+        ["swarmkit stop a46614b1", "swarmkit stop --now a46614b1", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit"],
     ),
     "approve": (
         "approve a run waiting at a gate",
@@ -44,6 +45,8 @@ def add_parsers(sub) -> None:
         add_workspace(p)
         if name == "cancel":
             p.add_argument("--keep", action="store_true", help="keep the run's workspaces")
+        if name == "stop":
+            p.add_argument("--now", action="store_true", help="interrupt the node in flight and park the run before it (that node's work is lost; it runs again on resume)")
 
 
 async def cmd_act(args) -> int:
@@ -53,7 +56,7 @@ async def cmd_act(args) -> int:
 
     async def go(store: Store) -> int:
         if args.verb == "stop":
-            res = await control.stop(store, args.run_id)
+            res = await control.stop(store, args.run_id, now=args.now)
         elif args.verb == "cancel":
             res = await control.cancel(store, args.run_id, keep=args.keep)
         elif args.verb == "approve":

@@ -24,6 +24,7 @@ def add_parsers(sub) -> None:
     add_store(p)
     add_workspace(p)
     p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+    p.add_argument("--notify", metavar="URL", help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes (secret: SWARMKIT_NOTIFY_SECRET)")
     add_log_format(p)
 
 
@@ -31,16 +32,20 @@ async def cmd_worker(args) -> int:
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
     import asyncio
+    import os
 
     from ..echo import Echo
+    from ..notify import notify_target
     from ..worker import Worker
+
+    notify = notify_target(args.notify, os.environ)
 
     lines = LogLines(args.log_format)
     lines.install()
 
     async def go(store: Store) -> int:
         echo = Echo()
-        worker = Worker(store, concurrency=args.concurrency, say=lambda m: echo(lines(m)))
+        worker = Worker(store, concurrency=args.concurrency, say=lambda m: echo(lines(m)), notify=notify)
         loop = asyncio.get_running_loop()
         presses = {"n": 0}
         main = asyncio.current_task()

@@ -120,11 +120,10 @@ async def answer(request: Request, action: str, res: control.ActResult) -> JSONR
 _ACTED: dict[int | str, dict[str, Any]] = {200: {"model": ActAnswer}, 202: {"model": ActAnswer, "description": "a cancel its host is carrying out"}}
 
 
-@router.post("/jobs/{job_id}/stop", response_model=ActAnswer, summary="Stop at the next agent boundary (resumable)")
+@router.post("/jobs/{job_id}/stop", response_model=ActAnswer, summary="Stop at the next agent boundary, or now (interrupting the node in flight); resumable")
 async def stop(request: Request, job_id: str = RunId, body: StopBody | None = None, actor: str = Depends(operator)) -> JSONResponse:
-    if body is not None and body.now:
-        raise BadRequest(422, "now: stop --now is not offered by this version; a stop lands at the next agent boundary")
-    return await answer(request, "stop", await control.stop(ctx_of(request).store, job_id, actor=actor))
+    now = body.now if body is not None else False
+    return await answer(request, "stop", await control.stop(ctx_of(request).store, job_id, actor=actor, now=now))
 
 
 @router.post("/jobs/{job_id}/resume", response_model=ActAnswer, summary="Queue a stopped, deferred or lost run for a worker")

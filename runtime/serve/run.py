@@ -24,6 +24,7 @@ from ..echo import Echo
 from ..errors import UsageError
 from ..exit_code import ExitCode
 from ..log_lines import LogLines
+from ..notify import Notifier, notify_target
 from ..worker import Worker
 from .app import make_app
 from .auth import TokenError, is_loopback, load_tokens
@@ -67,6 +68,7 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
     if flows is not None and not flows.is_dir():
         raise UsageError(f"--flows {args.flows}: not a folder")
     keepalive = _keepalive_s()
+    notify = notify_target(args.notify, os.environ)
 
     lines = LogLines(args.log_format, logger="swarmkit.serve")
     lines.install()
@@ -75,7 +77,10 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
         raw = Echo()
         # Every line this process prints after its time (or as JSON), as a worker's are.
         echo = lambda m: raw(lines(m))
-        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=echo)
+        worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=echo, notify=notify)
+        # Serving only, it still delivers the store's notifications when asked to.
+        notifier = Notifier(store, *notify) if notify and worker is None else None
+        notifying = asyncio.create_task(notifier.run(), name="notify") if notifier else None
         app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive)
         ctx = app.state.ctx
         config = uvicorn.Config(
@@ -121,6 +126,8 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
             return ExitCode.OK
         finally:
             announce.cancel()
+            if notifying is not None:
+                notifying.cancel()
         try:
             if hosting:
                 if worker is not None:

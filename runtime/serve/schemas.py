@@ -19,7 +19,7 @@ class SubmitBody(_Strict):
 
 
 class StopBody(_Strict):
-    now: bool = Field(False, description="interrupt the node in flight (stop --now); not offered by this version")
+    now: bool = Field(False, description="interrupt the node in flight and park the run before it (stop --now); that node runs again from its start on resume")
 
 
 class CancelBody(_Strict):

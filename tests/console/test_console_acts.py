@@ -243,3 +243,34 @@ async def test_resume_of_a_deferred_run_asks_first_for_it_approves_the_gate(stor
         await until(pilot, lambda: status_cell(app, run) == "queued", what="approved and queued")
         assert screen.last_message.startswith(f"{gated} approved 'ship' and queued (was deferred); a worker will pick it up at agent 2/2 ship.")
         assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"  # the same numbering, queued
+
+
+async def test_stop_now_asks_first_then_interrupts_the_node_in_flight(store_url, workspace, start_worker):
+    from swarmkit.store.queries import audit_for
+
+    f = flows(workspace)
+    await init_store(store_url, workspace)
+    (run,) = await submit(store_url, workspace, f["canceller"])  # its one node sleeps 30 s
+    start_worker(2)
+    app = make_app(store_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        await until(pilot, lambda: status_cell(app, run) == "running" and (workspace / ".swarmkit" / "runs" / run / "out.txt").exists(), what="the node at work")
+        assert screen.query_one(RunTable).select(run)
+        await pilot.press("S")
+        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the stop-now dialog")
+        words = str(dialog.query_one("#dialog-body").render())
+        assert run[:8] in words and "canceller" in words and "lost" in words  # its work in flight is lost
+        assert (await job_of(store_url, workspace, run)).stop_requested_at is None  # nothing yet: it asks first
+        await pilot.click("#choice-go")
+        # Long before the 30 s node could end: the host interrupts it.
+        await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped now", timeout=15)
+    job = await job_of(store_url, workspace, run)
+    assert job.status == "stopped" and job.step == 0  # parked before the node it interrupted
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.read() as conn:
+            stopped = [a for a in await conn.run_sync(lambda c: audit_for(c, run)) if a.action == "run.stopped"]
+    finally:
+        await store.close()
+    assert stopped and stopped[-1].detail.get("now") is True and stopped[-1].detail.get("interrupted") == "work"

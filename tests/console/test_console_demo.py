@@ -9,7 +9,7 @@ from pathlib import Path
 from swarmkit.console.demo_session import DemoSession
 from swarmkit.store import Store
 from swarmkit.store.clock import store_now
-from swarmkit.store.queries import events_after, list_jobs, workspaces_for
+from swarmkit.store.queries import events_after, latest_checkpoint, list_jobs, workspaces_for
 
 WANTED = {"running", "stopping", "stopped", "deferred", "completed", "failed"}
 
@@ -22,6 +22,15 @@ async def look(session: DemoSession):
             wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
             logs = {j.id: len(await conn.run_sync(events_after, j.id, 0, 10_000)) for j in jobs}
         return jobs, wss, logs
+    finally:
+        await store.close()
+
+
+async def partial_of(session: DemoSession, job_id: str) -> str:
+    store = await Store.open(session.store_url, session.folder, create=False)
+    try:
+        cp = await store.run_read(lambda c: latest_checkpoint(c, job_id))
+        return cp.partial if cp and cp.partial else ""
     finally:
         await store.close()
 
@@ -49,6 +58,13 @@ def test_demo_shows_every_state_within_a_minute_and_stops_what_it_started(tmp_pa
         assert all(logs[j.id] > 3 for j in jobs if j.status != "queued")
         kept = [w for ws in wss.values() for w in ws if w.state in ("active", "kept")]
         assert any(any(p.is_file() for p in Path(w.path).rglob("*")) for w in kept)  # agents wrote files
+        # triage-tickets: the director's stop lands at a boundary inside its command agent's tool loop.
+        while time.monotonic() < deadline + 30 and not any(j.flow == "triage-tickets" and j.status == "stopped" for j in jobs):
+            time.sleep(0.5)
+            jobs, _, _ = asyncio.run(look(session))
+        triage = next(j for j in jobs if j.flow == "triage-tickets")
+        assert (triage.status, triage.current_node, triage.step) == ("stopped", "triage", 1)
+        assert asyncio.run(partial_of(session, triage.id)).startswith('{"done":')
     finally:
         session.stop(say=lambda m: None)
     assert session.worker is not None and session.worker.poll() is not None
