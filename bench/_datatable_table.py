@@ -197,9 +197,11 @@ class DataTableRunTable(DataTable):
 
 def use() -> None:
     """Make the console build this table (the screen looks its table class up by name)."""
+    import swarmkit.console.acting_screen as acting_screen
     import swarmkit.console.main_screen as main_screen
 
     main_screen.RunTable = DataTableRunTable  # type: ignore[misc]
+    acting_screen.RunTable = DataTableRunTable  # type: ignore[misc]  (its acts find the table by class too)
 
 
 def use_blank(after_s: float = 2.5) -> None:

@@ -55,6 +55,8 @@ async def bench(url: str, ws: str, args) -> dict:
     try:
         store = await link.get()
         snap = await poller.poll()
+        while snap.partial:  # the console's first read shows the newest runs; the next reads the rest
+            snap = await poller.poll()
         shown = len(snap.jobs)
         await poller.poll()
         # The probe alone, as the poll runs it: one short read transaction

@@ -58,7 +58,7 @@ def err(msg: str) -> None:
 
 async def dump_once(store_url: str | None, workspace: str | None, as_json: bool) -> int:
     # Never creates a store: a mistyped path is an error, not an empty table.
-    store = await Store.open(store_url, workspace, create=False, upgrade=False)
+    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True)
     try:
         lease_s = Settings.from_env().lease_s
         await control.mark_lost(store, lease_s)
@@ -194,7 +194,7 @@ def probe_store(store_url: str | None, workspace: str | None) -> str | None:
 
 
 async def _probe(store_url: str | None, workspace: str | None) -> None:
-    store = await Store.open(store_url, workspace, create=False, upgrade=False)
+    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True)
     await store.close()
 
 

@@ -162,7 +162,8 @@ class MainScreen(ActingScreen):
             self.schedule.finished(ok=False)
             self._fail(error)
         else:
-            self.schedule.finished(ok=True)
+            # A first read of the newest runs only (Snapshot.partial): the rest comes right after the first paint.
+            self.schedule.finished(ok=True, soon=snap.partial)
             self._apply(snap)
         self.polls += 1
 
@@ -332,13 +333,15 @@ class MainScreen(ActingScreen):
 
     async def _read_detail(self, key: str):
         store = await self.link.get()
-        async with store.read() as conn:
-            job = await conn.run_sync(get_job, key)
-            cps = await conn.run_sync(checkpoints_for, key)
-            trail = await conn.run_sync(audit_for, key)
-            wss = (await conn.run_sync(workspaces_for, [key]))[key]
-            recent = await conn.run_sync(events_before, key, None, 50) if job is not None and job.status == "queued" else []
-        return job, cps, trail, wss, recent
+
+        def read(conn):
+            job = get_job(conn, key)
+            recent = events_before(conn, key, None, 50) if job is not None and job.status == "queued" else []
+            return job, checkpoints_for(conn, key), audit_for(conn, key), workspaces_for(conn, [key])[key], recent
+
+        # One transaction through run_read, as the poll reads: on SQLite the console's
+        # first screen makes no async engine (see Store.engine).
+        return await store.run_read(read)
 
     @work(group="detail")
     async def _load_detail(self) -> None:

@@ -45,12 +45,13 @@ class PollSchedule:
         """The poll's read is over (good or bad); what it read is applied after."""
         self.polling_since = None
 
-    def finished(self, ok: bool) -> None:
-        """Arm the next poll: the interval after a good one; after failures, doubling up to a cap."""
+    def finished(self, ok: bool, soon: bool = False) -> None:
+        """Arm the next poll: the interval after a good one (`soon`: 50 ms, the rest of a partial
+        first read); after failures, doubling up to a cap."""
         if ok:
             self.failures = 0
             self.retry_delay = None
-            delay = self.interval
+            delay = 0.05 if soon else self.interval
         else:
             self.failures += 1
             cap = max(self.interval, min(5.0, self.interval * 10))

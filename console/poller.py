@@ -41,6 +41,7 @@ from swarmkit.store.queries import (
     ChangeMarker,
     change_marker,
     count_live_workers,
+    current_counts,
     get_job,
     get_jobs,
     jobs_changed_after,
@@ -49,7 +50,6 @@ from swarmkit.store.queries import (
     running_active_since,
     shown_running_counts,
     skewed_workers,
-    status_counts,
     updated_between,
 )
 from swarmkit.store.records import OVERDUE, STALL_AFTER, JobRecord
@@ -67,6 +67,10 @@ LINGER = timedelta(minutes=10)
 # changed in place by a writer whose clock lags ours by more than SKEW).
 FULL_EVERY_S = 30.0
 SKEW = timedelta(seconds=5)
+# The first read of a poller takes the newest this many active runs and ended
+# ones: a screenful and more, shown at once; the next poll, right after it,
+# reads everything (first paint on a 100,000-run store; issue 12).
+PEEK = 200
 # The window of a store holding fewer ended runs than ENDED_BOUND: every row.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -83,6 +87,7 @@ class Snapshot:
     lost_check: str | None = None  # why lost detection did not run, if it did not
     all_ended: bool = field(default=False)
     clock_warning: str | None = None  # workers whose clocks are off the store's, in words
+    partial: bool = False  # a first read of the newest runs only: poll again at once for the rest
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class _Plan:
     window_after: datetime | None
     event_since: datetime | None
     focus: str | None
+    peek: bool = False  # the first read: the newest PEEK runs of each kind
 
 
 @dataclass
@@ -107,13 +113,14 @@ class _Read:
     marker: ChangeMarker | None = None
     full: bool = False
     rows: list[JobRecord] = field(default_factory=list)  # full: everything shown; else: what changed
-    counts: dict[str, int] | None = None  # full reads: every status and its count
+    counts: dict[str, int] | None = None  # full reads: the active statuses, and the runs ended within LINGER
     running: list[JobRecord] = field(default_factory=list)
     focus: JobRecord | None = None
     workers: int = 0
     narrow: list[tuple[str, datetime]] = field(default_factory=list)  # (id, updated_at) of the skew window
     skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
     shown_counts: dict[str, int] = field(default_factory=dict)  # filtered full reads: the store's stopping/cancelling/stalled
+    partial: bool = False  # a peek that did not hold everything
 
 
 class Poller:
@@ -141,14 +148,17 @@ class Poller:
         self._filter: str | None = None
         self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
+        self._partial = False
+        self._peeked = False  # only the first read peeks; a read after a fault reads everything
         self._lock = asyncio.Lock()
         # When the previous poll read the store (our clock): running rows whose
         # last_event_at moved after it, less SKEW, are read again.
         self._last_read_at: datetime | None = None
         self._workers = 0
-        # Counts: the active statuses as of the last change; the ended ones as
-        # of the last full read, plus the runs seen ending since (an ended run
-        # never changes again).
+        # Counts: the active statuses as of the last change; the runs ended
+        # within LINGER as of the last full read, plus the runs seen ending
+        # since (an ended run never changes again). Never the whole history:
+        # counting it walked every run (store.queries.current_counts).
         self._active_counts: dict[str, int] = {}
         self._ended_counts: dict[str, int] = {}
         self._ended_since: dict[str, str] = {}
@@ -241,6 +251,7 @@ class Poller:
             lost_check=lost_check,
             all_ended=show_ended,
             clock_warning=clock_warning(got.skewed),
+            partial=got.partial,
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:
@@ -261,6 +272,7 @@ class Poller:
             window_after=self._window_after if unfiltered else None,
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
+            peek=not self._peeked and text_filter is None,
         )
 
     async def _read(self, store: Store, plan: _Plan) -> _Read:
@@ -304,8 +316,15 @@ class Poller:
                 got.rows = changed + get_jobs(conn, missed)
         if full:
             got.full = True
-            got.rows = list_jobs(conn, include_ended=True, ended_limit=self.ended_bound, text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER)
-            got.counts = status_counts(conn)
+            limit = PEEK if plan.peek else None
+            got.rows = list_jobs(
+                conn, include_ended=True, ended_limit=min(PEEK, self.ended_bound) if plan.peek else self.ended_bound,
+                text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER, active_limit=limit,
+            )
+            if plan.peek:
+                active = sum(1 for j in got.rows if j.status in ACTIVE_STATUSES)
+                got.partial = active < marker.active or len(got.rows) - active >= min(PEEK, self.ended_bound)
+            got.counts = current_counts(conn, plan.now - self.linger)
             if plan.text_filter is not None:
                 got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
         elif plan.event_since is not None:
@@ -327,7 +346,10 @@ class Poller:
             self._reset(got.rows, got.marker)
             if got.focus is not None and got.focus.id in self._cache:
                 self._put(got.focus)
-            self._last_full = time.monotonic()
+            # After a partial first read, the next poll reads everything.
+            self._last_full = float("-inf") if got.partial else time.monotonic()
+            self._partial = got.partial
+            self._peeked = True
             counts = got.counts or {}
             self._shown_active = dict(got.shown_counts)
             self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
@@ -471,7 +493,8 @@ class Poller:
             counts.pop(status, None)
         # Unfiltered, every active run is held (and the marker checked it):
         # their count needs no query. Filtered, the last full read's.
-        counts.update(self._held_counts if self._filter is None else self._active_counts)
+        # A partial first read holds only the newest: the store's counts, read with it.
+        counts.update(self._held_counts if self._filter is None and not self._partial else self._active_counts)
         return counts
 
     def _view(self, now: datetime, show_ended: bool) -> tuple[JobRecord, ...]:

@@ -14,11 +14,10 @@ import uuid
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import and_, case, insert, select, update
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from swarmkit.store import STORE_FAULTS, Store, clock
 from swarmkit.store.clock import boot_clock, store_now
@@ -43,11 +42,13 @@ from swarmkit.store.records import JobRecord
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
 from .flow import Flow, parse_flow
-from .flow_modules import collect_modules, encode_modules, missing_for_row
 from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .steps import step_words
 from .workspaces import carry_out, decide
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
 # The exit codes the CLI gives for an act's result: the one ExitCode list.
@@ -144,6 +145,8 @@ async def submit(
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
     actor = actor or default_actor()
     # Read before the run exists: a module too big to store refuses the submit.
+    from .flow_modules import collect_modules, encode_modules  # flows load only where one is submitted or claimed
+
     modules = encode_modules(collect_modules(flow))
     now = store_now()
     job_id = uuid.uuid4().hex
@@ -351,6 +354,8 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
     job = await resolve_run(store, ref)
     await mark_lost(store, Settings.from_env().lease_s)
     job = await _reload(store, job.id)
+    from .flow_modules import missing_for_row
+
     missing = missing_for_row(job.flow_source, job.flow_path, job.flow_modules)
     if missing and (job.status in RESUMABLE_STATUSES or job.status == QUEUED):
         return ActResult(
@@ -407,6 +412,8 @@ async def claim_queued(store: Store, limit: int, *, worker: str | None = None, t
     for job_id, epoch, flow_source, flow_path, modules in candidates:
         if len(claimed) >= limit:
             break
+        from .flow_modules import missing_for_row
+
         missing = missing_for_row(flow_source, flow_path, modules)
         if missing:
             if job_id not in told:

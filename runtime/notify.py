@@ -23,15 +23,19 @@ import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from swarmkit.store import STORE_FAULTS, Store, describe_db_error
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import notifications
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    # Only for the annotations: SQLAlchemy's asyncio layer loads the ORM, which no one-shot verb needs.
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 log = logging.getLogger("swarmkit.notify")
 

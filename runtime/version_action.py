@@ -18,7 +18,7 @@ class VersionAction(argparse.Action):
 
 def version_line(prog: str) -> str:
     """`swarmkit 0.1.0 (store schema revision 0003)`: what `swarmkit db status` compares a store with."""
-    from swarmkit.store.schema import head_revision
+    from swarmkit.store.revisions import head_revision
 
     from .settings import version
 

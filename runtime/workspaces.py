@@ -7,15 +7,18 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from swarmkit.store import Store
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import events, workspaces
 
 from .settings import host_name
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 ACTIVE = "active"
 KEPT = "kept"

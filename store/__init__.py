@@ -1,317 +1,69 @@
 """The shared jobs store: SQLite (WAL) by default, PostgreSQL across machines.
 
 Knows nothing of flows or of any UI.
+
+Its names load on first use (PEP 562): `swarmkit --help` imports a module
+of this package without loading SQLAlchemy, and a verb pays only for the
+parts it touches (issue 13: start-up).
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sqlite3
-from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import TypeVar
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
-from . import clock, identity
-from .clock import store_now
-from .engine import (
-    STORE_ENV,
-    StoreError,
-    StoreLocation,
-    StoreUnavailable,
-    StoreUrlError,
-    folder_is_read_only,
-    make_engine,
-    make_sync_engine,
-    masked,
-    read_only_location,
-    read_tx,
-    resolve_store,
-    write_tx,
-)
-from .identity import StoreReplaced
-from .models import (
-    ACTIVE_STATUSES,
-    CANCELLED,
-    COMPLETED,
-    DEFERRED,
-    FAILED,
-    FAULTED,
-    LOST,
-    QUEUED,
-    RESUMABLE_STATUSES,
-    RUNNING,
-    STOPPED,
-    STORED_STATUSES,
-    TERMINAL_STATUSES,
-)
-from .records import JobRecord, merged_view
-from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError, ensure_schema
+# name -> the module of this package that defines it
+_WHERE = {
+    "Store": "store", "STORE_FAULTS": "store", "describe_db_error": "store", "is_transient": "store",
+    "STORE_ENV": "engine", "StoreError": "engine", "StoreLocation": "engine", "StoreUrlError": "engine",
+    "masked": "engine", "resolve_store": "engine",
+    "NoStoreError": "schema", "SchemaTooNewError": "schema", "SchemaTooOldError": "schema",
+    "StoreReplaced": "identity",
+    "store_now": "clock",
+    "JobRecord": "records", "merged_view": "records",
+    **{name: "models" for name in (
+        "ACTIVE_STATUSES", "CANCELLED", "COMPLETED", "DEFERRED", "FAILED", "FAULTED", "LOST", "QUEUED",
+        "RESUMABLE_STATUSES", "RUNNING", "STOPPED", "STORED_STATUSES", "TERMINAL_STATUSES",
+    )},
+}
 
 __all__ = [
-    "ACTIVE_STATUSES",
-    "CANCELLED",
-    "COMPLETED",
-    "DEFERRED",
-    "FAILED",
-    "FAULTED",
-    "JobRecord",
-    "LOST",
-    "QUEUED",
-    "RESUMABLE_STATUSES",
-    "RUNNING",
-    "STOPPED",
-    "STORED_STATUSES",
-    "STORE_ENV",
-    "NoStoreError",
-    "SchemaTooNewError",
-    "SchemaTooOldError",
-    "StoreReplaced",
-    "Store",
-    "StoreError",
-    "StoreLocation",
-    "StoreUrlError",
-    "TERMINAL_STATUSES",
-    "describe_db_error",
-    "masked",
-    "merged_view",
-    "resolve_store",
-    "store_now",
+    "ACTIVE_STATUSES", "CANCELLED", "COMPLETED", "DEFERRED", "FAILED", "FAULTED", "JobRecord", "LOST", "QUEUED",
+    "RESUMABLE_STATUSES", "RUNNING", "STOPPED", "STORED_STATUSES", "STORE_ENV", "STORE_FAULTS", "NoStoreError",
+    "SchemaTooNewError", "SchemaTooOldError", "StoreReplaced", "Store", "StoreError", "StoreLocation", "StoreUrlError",
+    "TERMINAL_STATUSES", "describe_db_error", "is_transient", "masked", "merged_view", "resolve_store", "store_now",
 ]
+assert sorted(__all__) == sorted(_WHERE)
 
 
-def _sqlite_folder(loc: StoreLocation) -> Path | None:
-    return Path(loc.url.database).parent if loc.is_sqlite and loc.url.database else None
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{where}", __name__), name)
+    globals()[name] = value
+    return value
 
 
-def _free_bytes(folder: Path) -> int | None:
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
-
-
-def describe_db_error(exc: BaseException, loc: StoreLocation) -> str:
-    """One line naming the store and what is wrong with it: never the SQL or its parameters."""
-    orig = getattr(exc, "orig", None) or exc
-    # A driver may quote the DSN it was given, password and all.
-    text = masked(str(orig).strip().splitlines()[0]) if str(orig).strip() else type(orig).__name__
-    folder = _sqlite_folder(loc)
-    if "file is not a database" in text:
-        return f"{loc.display} is not a Swarmkit store (file is not a database)"
-    if "readonly database" in text or "attempt to write a readonly" in text or (
-        folder is not None and "unable to open database file" in text and folder_is_read_only(folder / "x")
-    ):
-        where = f" (its folder {folder} cannot be written)" if folder is not None else ""
-        return f"the store {loc.display} is read-only{where}"
-    if "disk is full" in text or "database or disk is full" in text or (
-        folder is not None and ("disk I/O error" in text or "unable to open" in text) and _free_bytes(folder) == 0
-    ):
-        return f"the store {loc.display} has no space left ({text}; 0 bytes free in {folder})"
-    if "database is locked" in text:
-        return f"the store {loc.display} is locked by another process ({text})"
-    if isinstance(orig, (ConnectionError, OSError)) or "connect" in text.lower():
-        return f"cannot reach the store {loc.display}: {text}"
-    return f"store {loc.display}: {text}"
-
-
-T = TypeVar("T")
-
-
-class Store:
-    """An open store: its location and its engine. Close it on the loop that opened it.
-
-    Hot paths (a host's node boundary and checkpoint) run a plain function on a
-    sync connection through `run_write` / `run_read`. On SQLite that function
-    runs whole on one thread with the stdlib driver: one hop per transaction
-    instead of one per statement, which is most of the cost of a node
-    (measured in bench/). On PostgreSQL it runs on the async connection
-    through `run_sync`.
-    """
-
-    def __init__(self, loc: StoreLocation, engine: AsyncEngine):
-        self.loc = loc
-        self.engine = engine
-        self._sync_engine: Engine | None = None
-        self._executor: ThreadPoolExecutor | None = None
-        # (device, inode) of the SQLite file this process opened, checked before every write.
-        self._file: tuple[int, int] | None = None
-        self.schema_change: tuple[str | None, str] | None = None
-
-    @classmethod
-    async def open(
-        cls,
-        store: str | None = None,
-        workspace: str | os.PathLike | None = None,
-        *,
-        loc: StoreLocation | None = None,
-        create: bool = True,
-        upgrade: bool = True,
-        migrate: bool = True,
-    ) -> Store:
-        """Open a store. `create`: make it when nothing is there; `upgrade`: bring an older schema
-        to this code's (see `store.schema`); `migrate=False` skips the schema check altogether."""
-        loc = loc or resolve_store(store, workspace)
-        if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):  # noqa: ASYNC240
-            loc = read_only_location(loc)
-        if loc.is_sqlite:
-            identity.check_not_gone(loc, create)
-        engine = make_engine(loc, create=create)
-        self = cls(loc, engine)
-        try:
-            if migrate:
-                self.schema_change = await ensure_schema(engine, loc, create=create, upgrade=upgrade)
-            if loc.is_sqlite and not loc.read_only:
-                self._file = await identity.claim(self)
-            await self.keep_time()
-        except StoreError:
-            await engine.dispose()
-            raise
-        except (SQLAlchemyError, OSError, sqlite3.Error) as exc:
-            await engine.dispose()
-            raise StoreError(describe_db_error(exc, loc)) from exc
-        except Exception as exc:  # asyncpg raises its own types on connect
-            await engine.dispose()
-            raise StoreError(describe_db_error(exc, loc)) from exc
-        return self
-
-    def check_file(self) -> None:
-        """Before a write: is the SQLite file at the path still the one this process opened?"""
-        if self._file is not None:
-            identity.check_same(self.loc, self._file)
-
-    def now(self):
-        """The store's time (see `store.clock`)."""
-        return clock.store_now()
-
-    async def keep_time(self) -> None:
-        """Measure the store's clock again when the last measure is a minute old (PostgreSQL only)."""
-        if not self.loc.is_sqlite and clock.anchor_due():
-            async with self.read() as conn:
-                await conn.run_sync(clock.sync_from)
-
-    async def close(self) -> None:
-        if self._executor is not None:
-            ex, self._executor = self._executor, None
-            await asyncio.get_running_loop().run_in_executor(ex, self._close_thread_conns)
-            self._sync_engine = None
-            ex.shutdown(wait=False)
-        await self.engine.dispose()
-
-    def _sqlite_thread(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="swarmkit-sqlite")
-            self._sync_engine = make_sync_engine(self.loc)
-        return self._executor
-
-    def _thread_conn(self, write: bool) -> Connection:
-        """The store thread's own connection, kept open: a pool checkout and its reset cost as much as a node's statements."""
-        key = "_sync_write" if write else "_sync_read"
-        conn = getattr(self, key, None)
-        if conn is None or conn.closed or conn.invalidated:
-            assert self._sync_engine is not None
-            conn = self._sync_engine.connect()
-            if write:
-                conn = conn.execution_options(swarmkit_write=True)
-            setattr(self, key, conn)
-        return conn
-
-    def _in_thread(self, fn: Callable[[Connection], T], write: bool) -> T:
-        conn = self._thread_conn(write)
-        try:
-            with conn.begin():
-                return fn(conn)
-        except BaseException:
-            if conn.invalidated:
-                setattr(self, "_sync_write" if write else "_sync_read", None)
-            raise
-
-    def _close_thread_conns(self) -> None:
-        for key in ("_sync_write", "_sync_read"):
-            conn = getattr(self, key, None)
-            if conn is not None:
-                conn.close()
-                setattr(self, key, None)
-        if self._sync_engine is not None:
-            self._sync_engine.dispose()
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        self.check_file()
-        async with write_tx(self.engine) as conn:
-            yield conn
-
-    @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with read_tx(self.engine) as conn:
-            yield conn
-
-    async def run_write(self, fn: Callable[[Connection], T]) -> T:
-        """Run `fn(conn)` in one write transaction (BEGIN IMMEDIATE on SQLite); commit unless it raises."""
-        if self.loc.is_sqlite:
-            self.check_file()
-            ex = self._sqlite_thread()
-            return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, True)
-        async with self.write() as aconn:
-            return await aconn.run_sync(fn)
-
-    async def run_read(self, fn: Callable[[Connection], T]) -> T:
-        """Run `fn(conn)` in one short read transaction, ended before it returns."""
-        if self.loc.is_sqlite:
-            ex = self._sqlite_thread()
-            return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, False)
-        async with self.read() as aconn:
-            return await aconn.run_sync(fn)
-
-
-# Errors a caller may treat as "the store is unavailable right now".
-STORE_FAULTS = (StoreError, OperationalError, DBAPIError, OSError, sqlite3.Error)
-
-
-# SQLSTATEs of a server that is briefly away or busy: connection exceptions (08...),
-# an administrator's or a crash's shutdown (57P01, 57P02), a server starting up or
-# shutting down (57P03), too many connections (53300), and the retryable
-# conflicts (40001 serialization, 40P01 deadlock). A restart of the server
-# raises these for a second or two; none of them says anything about the run.
-_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "40001", "40P01")
-
-
-def _sqlstate(exc: BaseException) -> str | None:
-    for e in (exc, getattr(exc, "orig", None), exc.__cause__, exc.__context__):
-        code = getattr(e, "sqlstate", None) or getattr(e, "pgcode", None)
-        if isinstance(code, str):
-            return code
-    return None
-
-
-def is_transient(exc: BaseException) -> bool:
-    """A fault worth retrying: a dropped connection, a store that is briefly away, restarting or locked.
-
-    Not a constraint violation, not a bad statement: retrying those repeats the fault.
-    """
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
-
-    code = _sqlstate(exc)
-    if code is not None and code.startswith(_TRANSIENT_SQLSTATES):
-        return True
-    if isinstance(exc, StoreUnavailable):
-        # A connect that failed in the driver: away, unless it was refused for good
-        # (28: bad credentials; 3D: no such database).
-        return not (code or "").startswith(("28", "3D"))
-    if isinstance(exc, (IntegrityError, ProgrammingError)):
-        return False
-    if isinstance(exc, DBAPIError):
-        if exc.connection_invalidated or isinstance(exc, OperationalError):
-            return True
-        name = type(getattr(exc, "orig", None)).__name__
-        return any(w in name for w in ("ConnectionDoesNotExist", "ConnectionFailure", "InterfaceError", "CannotConnectNow", "AdminShutdown", "ConnectionRejection"))
-    if type(exc).__module__.startswith("asyncpg") and any(w in type(exc).__name__ for w in ("ConnectionDoesNotExist", "CannotConnectNow", "AdminShutdown", "ConnectionFailure")):
-        return True
-    return isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError))
+if TYPE_CHECKING:
+    from .clock import store_now
+    from .engine import STORE_ENV, StoreError, StoreLocation, StoreUrlError, masked, resolve_store
+    from .identity import StoreReplaced
+    from .models import (
+        ACTIVE_STATUSES,
+        CANCELLED,
+        COMPLETED,
+        DEFERRED,
+        FAILED,
+        FAULTED,
+        LOST,
+        QUEUED,
+        RESUMABLE_STATUSES,
+        RUNNING,
+        STOPPED,
+        STORED_STATUSES,
+        TERMINAL_STATUSES,
+    )
+    from .records import JobRecord, merged_view
+    from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError
+    from .store import STORE_FAULTS, Store, describe_db_error, is_transient

@@ -13,16 +13,22 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer imports the ORM: loaded only where an async engine is made.
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+T = TypeVar("T")
 
 STORE_ENV = "SWARMKIT_STORE"
 STORE_DIRNAME = ".swarmkit"
@@ -241,7 +247,8 @@ def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
 PG_IDLE_IN_TRANSACTION_MS = 5000
 
 
-def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
+def make_engine(loc: StoreLocation, *, create: bool = True, inline: bool = False) -> AsyncEngine:
+    """The store's engine. `inline` (SQLite only): an `InlineEngine`, for a process that does one thing and exits."""
     if loc.is_sqlite:
         path = Path(loc.url.database or "")
         if create and not loc.read_only:
@@ -250,6 +257,10 @@ def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
             from .schema import NoStoreError
 
             raise NoStoreError(f"no store at {path}")
+        if inline:
+            return cast("AsyncEngine", InlineEngine(make_sync_engine(loc)))
+        from sqlalchemy.ext.asyncio import create_async_engine
+
         engine = create_async_engine(
             _sqlite_url(loc, "sqlite+aiosqlite"),
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
@@ -267,6 +278,8 @@ def make_engine(loc: StoreLocation, *, create: bool = True) -> AsyncEngine:
     if loc.schema:
         server_settings["search_path"] = loc.schema
     connect_args: dict = {"timeout": 10, "server_settings": server_settings}
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     return create_async_engine(
         loc.url,
         connect_args=connect_args,
@@ -290,7 +303,7 @@ def make_sync_engine(loc: StoreLocation) -> Engine:
 
 
 def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False) -> None:
-    sync_engine = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+    sync_engine = cast(Engine, getattr(engine, "sync_engine", engine))
 
     @event.listens_for(sync_engine, "connect")
     def _on_connect(dbapi_connection, _record):
@@ -313,6 +326,84 @@ def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False)
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             conn.exec_driver_sql("BEGIN")
+
+
+class InlineConnection:
+    """An `AsyncConnection`'s face on a sync SQLite connection: each call runs at once, on the caller's thread.
+
+    For a process that does one thing and exits (`swarmkit stop`, `status`):
+    nothing else runs on its event loop, so waiting on the file in place costs
+    nothing, and the process neither imports SQLAlchemy's asyncio layer (and
+    the ORM under it) nor starts aiosqlite's thread, which together were most
+    of a verb's start-up after SQLAlchemy itself (issue 13). The same control
+    functions and queries run on it unchanged: it has the methods they call.
+    """
+
+    def __init__(self, engine: Engine):
+        self._engine = engine
+        self._conn: Connection | None = None
+
+    @property
+    def sync_connection(self) -> Connection:
+        assert self._conn is not None, "not started"
+        return self._conn
+
+    async def start(self) -> InlineConnection:
+        self._conn = self._engine.connect()
+        return self
+
+    async def __aenter__(self) -> InlineConnection:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    async def execute(self, statement: Any, parameters: Any = None, *, execution_options: Any = None) -> Any:
+        return self.sync_connection.execute(statement, parameters, execution_options=execution_options)
+
+    async def scalar(self, statement: Any, parameters: Any = None, *, execution_options: Any = None) -> Any:
+        return self.sync_connection.scalar(statement, parameters, execution_options=execution_options)
+
+    async def exec_driver_sql(self, statement: str, parameters: Any = None, execution_options: Any = None) -> Any:
+        return self.sync_connection.exec_driver_sql(statement, parameters, execution_options=execution_options)
+
+    async def run_sync(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        return fn(self.sync_connection, *args, **kw)
+
+    async def execution_options(self, **opts: Any) -> InlineConnection:
+        self.sync_connection.execution_options(**opts)
+        return self
+
+    def get_execution_options(self) -> Any:
+        return self.sync_connection.get_execution_options()
+
+    async def commit(self) -> None:
+        self.sync_connection.commit()
+
+    async def rollback(self) -> None:
+        self.sync_connection.rollback()
+
+    @asynccontextmanager
+    async def begin(self) -> AsyncIterator[Any]:
+        with self.sync_connection.begin() as tx:
+            yield tx
+
+
+class InlineEngine:
+    """An `AsyncEngine`'s face on a sync SQLite engine, handing out `InlineConnection`s."""
+
+    def __init__(self, sync_engine: Engine):
+        self.sync_engine = sync_engine
+
+    def connect(self) -> InlineConnection:
+        return InlineConnection(self.sync_engine)
+
+    async def dispose(self) -> None:
+        self.sync_engine.dispose()
 
 
 class StoreUnavailable(StoreError):

@@ -59,8 +59,8 @@ async def claim(store: Store) -> tuple[int, int] | None:
     """Note the opened file, and check (or leave) the store's id beside it."""
     db, id_file = _paths(store.loc)
     try:
-        async with store.read() as conn:
-            row = (await conn.execute(text("SELECT value FROM swarmkit_meta WHERE key = 'store_id'"))).first()
+        # Through run_read: on the store's thread, with no async engine made for it (see Store.engine).
+        row = await store.run_read(lambda conn: conn.execute(text("SELECT value FROM swarmkit_meta WHERE key = 'store_id'")).first())
     except OperationalError:  # a store from before migration 0003, opened without migrating
         row = None
     store_id = row[0] if row else None

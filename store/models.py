@@ -1,30 +1,30 @@
-"""The store's tables, as typed SQLAlchemy 2 models.
+"""The store's tables, as SQLAlchemy Core tables.
 
 The runtime and the console use these tables through Core statements
-(`select(Job.status)`, `update(jobs)`); ORM objects never leave this package,
-queries hand out frozen dataclasses instead (see `store.queries`).
+(`select(jobs.c.status)`, `update(jobs)`); queries hand out frozen
+dataclasses (see `store.queries`).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import cast
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Column,
     DateTime,
     Float,
     ForeignKey,
     Index,
     Integer,
+    MetaData,
     String,
     Table,
     Text,
     TypeDecorator,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # Every status the `jobs.status` column may hold. The shown statuses
 # (stopping, cancelling, stalled) are derived and never stored.
@@ -74,174 +74,163 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC)
 
 
-class Base(DeclarativeBase):
-    pass
+# Core tables, not ORM classes: every verb imports this module, and a
+# declarative mapping costs a one-shot verb the ORM's import and its
+# class construction (issue 13: start-up). The migrations create these.
+metadata = MetaData()
 
 
-class Job(Base):
-    __tablename__ = "jobs"
-    __table_args__ = (
-        # The lost-run check of every worker and console (migration 0002).
-        Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
-        # A flow's newest runs, for a node's usual duration (migration 0004).
-        Index("ix_jobs_flow_created", "flow", "created_at"),
-    )
+def _col(name: str, type_, *args, null: bool = False, **kw) -> Column:
+    # Not null unless said, as the ORM mapping of `Mapped[...]` made them before.
+    return Column(name, type_, *args, nullable=null, **kw)
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    flow: Mapped[str] = mapped_column(Text)
-    flow_path: Mapped[str | None] = mapped_column(Text)
-    flow_source: Mapped[str] = mapped_column(Text)
-    inputs: Mapped[str] = mapped_column(Text, default="{}")
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
-    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    stop_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    stop_requested_by: Mapped[str | None] = mapped_column(Text)
-    cancel_requested_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    cancel_requested_by: Mapped[str | None] = mapped_column(Text)
-    cancel_keep: Mapped[bool] = mapped_column(Boolean, default=False)
-    epoch: Mapped[int] = mapped_column(Integer, default=0)
-    host: Mapped[str | None] = mapped_column(Text)
-    pid: Mapped[int | None] = mapped_column(Integer)
-    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_event_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    current_node: Mapped[str | None] = mapped_column(Text)
-    step: Mapped[int] = mapped_column(Integer, default=0)
-    steps: Mapped[int] = mapped_column(Integer, default=0)
-    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
-    cost: Mapped[float] = mapped_column(Float, default=0.0)
-    error: Mapped[str | None] = mapped_column(Text)
-    pending_gate: Mapped[str | None] = mapped_column(Text)
-    approved_step: Mapped[int | None] = mapped_column(Integer)
-    workspace_root: Mapped[str | None] = mapped_column(Text)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    _col("id", String(32), primary_key=True),
+    _col("flow", Text),
+    _col("flow_path", Text, null=True),
+    _col("flow_source", Text),
+    _col("inputs", Text, default="{}"),
+    _col("status", String(16), index=True),
+    _col("created_at", UTCDateTime),
+    _col("updated_at", UTCDateTime, index=True),
+    _col("started_at", UTCDateTime, null=True),
+    _col("ended_at", UTCDateTime, null=True),
+    _col("stop_requested_at", UTCDateTime, null=True),
+    _col("stop_requested_by", Text, null=True),
+    _col("cancel_requested_at", UTCDateTime, null=True),
+    _col("cancel_requested_by", Text, null=True),
+    _col("cancel_keep", Boolean, default=False),
+    _col("epoch", Integer, default=0),
+    _col("host", Text, null=True),
+    _col("pid", Integer, null=True),
+    _col("heartbeat_at", UTCDateTime, null=True),
+    _col("last_event_at", UTCDateTime, null=True),
+    _col("current_node", Text, null=True),
+    _col("step", Integer, default=0),
+    _col("steps", Integer, default=0),
+    _col("tokens", BigInteger, default=0),
+    _col("cost", Float, default=0.0),
+    _col("error", Text, null=True),
+    _col("pending_gate", Text, null=True),
+    _col("approved_step", Integer, null=True),
+    _col("workspace_root", Text, null=True),
     # The host's monotonic clock at its last heartbeat (SQLite stores only: one machine, one clock).
-    heartbeat_mono: Mapped[float | None] = mapped_column(Float)
+    _col("heartbeat_mono", Float, null=True),
     # JSON {module: source} of the flow's callables that are not installed packages.
-    flow_modules: Mapped[str | None] = mapped_column(Text)
+    _col("flow_modules", Text, null=True),
     # When the node in flight started (migration 0004): the host sets it at each boundary.
-    node_started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    _col("node_started_at", UTCDateTime, null=True),
     # The stop asked for interrupts the node in flight (migration 0005); None on older rows is False.
-    stop_now: Mapped[bool | None] = mapped_column(Boolean, default=False)
+    _col("stop_now", Boolean, null=True, default=False),
     # Shown stalled past this with no sign of work (set by the host at each sign); NULL: the default after the last.
-    stall_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    _col("stall_at", UTCDateTime, null=True),
     # A stop not taken by then shows "stop overdue" (a few times its node's usual duration after the request).
-    stop_overdue_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    _col("stop_overdue_at", UTCDateTime, null=True),
+    # The lost-run check of every worker and console (migration 0002).
+    Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+    # A flow's newest runs, for a node's usual duration (migration 0004).
+    Index("ix_jobs_flow_created", "flow", "created_at"),
+)
 
-
-class Checkpoint(Base):
-    __tablename__ = "checkpoints"
-    __table_args__ = (Index("ix_checkpoints_job_step", "job_id", "step", unique=True),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
-    step: Mapped[int] = mapped_column(Integer)
-    node: Mapped[str | None] = mapped_column(Text)
-    state: Mapped[str] = mapped_column(Text)
-    epoch: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    _col("id", Integer, primary_key=True, autoincrement=True),
+    _col("job_id", String(32), ForeignKey("jobs.id", ondelete="CASCADE")),
+    _col("step", Integer),
+    _col("node", Text, null=True),
+    _col("state", Text),
+    _col("epoch", Integer),
+    _col("created_at", UTCDateTime),
     # JSON partial state of the node at `step`, left at a boundary inside it where a stop landed (migration 0005).
-    partial: Mapped[str | None] = mapped_column(Text)
+    _col("partial", Text, null=True),
+    Index("ix_checkpoints_job_step", "job_id", "step", unique=True),
+)
 
+events = Table(
+    "events",
+    metadata,
+    _col("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    _col("job_id", String(32), ForeignKey("jobs.id", ondelete="CASCADE")),
+    _col("at", UTCDateTime),
+    _col("kind", String(32)),
+    _col("node", Text, null=True),
+    _col("step", Integer, null=True),
+    _col("text", Text, default=""),
+    Index("ix_events_job_id", "job_id", "id"),
+    # Node boundaries only, for a node's usual duration (migration 0004).
+    Index("ix_events_node_bounds", "job_id", "node", "id", sqlite_where=text(NODE_BOUNDS), postgresql_where=text(NODE_BOUNDS)),
+)
 
-class Event(Base):
-    __tablename__ = "events"
-    __table_args__ = (
-        Index("ix_events_job_id", "job_id", "id"),
-        # Node boundaries only, for a node's usual duration (migration 0004).
-        Index(
-            "ix_events_node_bounds", "job_id", "node", "id",
-            sqlite_where=text(NODE_BOUNDS), postgresql_where=text(NODE_BOUNDS),
-        ),
-    )
+audit = Table(
+    "audit",
+    metadata,
+    _col("id", Integer, primary_key=True, autoincrement=True),
+    _col("at", UTCDateTime),
+    _col("actor", Text),
+    _col("action", String(64)),
+    _col("job_id", String(32), null=True),
+    _col("detail", Text, default="{}"),
+    Index("ix_audit_job_id", "job_id", "id"),
+)
 
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
-    at: Mapped[datetime] = mapped_column(UTCDateTime)
-    kind: Mapped[str] = mapped_column(String(32))
-    node: Mapped[str | None] = mapped_column(Text)
-    step: Mapped[int | None] = mapped_column(Integer)
-    text: Mapped[str] = mapped_column(Text, default="")
-
-
-class Audit(Base):
-    __tablename__ = "audit"
-    __table_args__ = (Index("ix_audit_job_id", "job_id", "id"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    at: Mapped[datetime] = mapped_column(UTCDateTime)
-    actor: Mapped[str] = mapped_column(Text)
-    action: Mapped[str] = mapped_column(String(64))
-    job_id: Mapped[str | None] = mapped_column(String(32))
-    detail: Mapped[str] = mapped_column(Text, default="{}")
-
-
-class Workspace(Base):
-    __tablename__ = "workspaces"
-    __table_args__ = (Index("ix_workspaces_job_id", "job_id"),)
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(String(32), ForeignKey("jobs.id", ondelete="CASCADE"))
-    path: Mapped[str] = mapped_column(Text)
-    state: Mapped[str] = mapped_column(String(16))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+workspaces = Table(
+    "workspaces",
+    metadata,
+    _col("id", Integer, primary_key=True, autoincrement=True),
+    _col("job_id", String(32), ForeignKey("jobs.id", ondelete="CASCADE")),
+    _col("path", Text),
+    _col("state", String(16)),
+    _col("created_at", UTCDateTime),
+    _col("updated_at", UTCDateTime),
     # The host that made it: only that host can delete it.
-    host: Mapped[str | None] = mapped_column(Text)
+    _col("host", Text, null=True),
+    Index("ix_workspaces_job_id", "job_id"),
+)
 
-
-class Worker(Base):
-    __tablename__ = "workers"
-
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    host: Mapped[str] = mapped_column(Text)
-    pid: Mapped[int] = mapped_column(Integer)
-    concurrency: Mapped[int] = mapped_column(Integer)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    heartbeat_mono: Mapped[float | None] = mapped_column(Float)
+workers = Table(
+    "workers",
+    metadata,
+    _col("id", String(32), primary_key=True),
+    _col("host", Text),
+    _col("pid", Integer),
+    _col("concurrency", Integer),
+    _col("started_at", UTCDateTime),
+    _col("heartbeat_at", UTCDateTime),
+    _col("stopped_at", UTCDateTime, null=True),
+    _col("heartbeat_mono", Float, null=True),
     # This worker's wall clock minus the store's, in seconds, measured at its last heartbeat.
-    clock_offset_s: Mapped[float | None] = mapped_column(Float)
+    _col("clock_offset_s", Float, null=True),
+)
 
-
-class Notification(Base):
-    """The outbox of notifications (migration 0005): written in the transaction of the transition
-    it tells of, delivered at least once by a process that notifies (`--notify URL`)."""
-
-    __tablename__ = "notifications"
-    __table_args__ = (Index("ix_notifications_due", "delivered_at", "next_at"),)
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+# The outbox of notifications (migration 0005): written in the transaction of the transition
+# it tells of, delivered at least once by a process that notifies (`--notify URL`).
+notifications = Table(
+    "notifications",
+    metadata,
+    _col("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
     # What a receiver deduplicates by: the same on every delivery of this notification.
-    event_id: Mapped[str] = mapped_column(String(32), unique=True)
-    job_id: Mapped[str] = mapped_column(String(32))
-    kind: Mapped[str] = mapped_column(String(32))
-    body: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    next_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
-    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    last_error: Mapped[str | None] = mapped_column(Text)
+    _col("event_id", String(32), unique=True),
+    _col("job_id", String(32)),
+    _col("kind", String(32)),
+    _col("body", Text),
+    _col("created_at", UTCDateTime),
+    _col("next_at", UTCDateTime),
+    _col("attempts", Integer, default=0),
+    _col("delivered_at", UTCDateTime, null=True),
+    _col("last_error", Text, null=True),
+    Index("ix_notifications_due", "delivered_at", "next_at"),
+)
 
-
-class Meta(Base):
-    """Facts about the store itself (migration 0003): `min_writer`, `store_id`."""
-
-    __tablename__ = "swarmkit_meta"
-
-    key: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[str] = mapped_column(Text)
-
-
-jobs: Table = cast(Table, Job.__table__)
-checkpoints: Table = cast(Table, Checkpoint.__table__)
-events: Table = cast(Table, Event.__table__)
-audit: Table = cast(Table, Audit.__table__)
-workspaces: Table = cast(Table, Workspace.__table__)
-workers: Table = cast(Table, Worker.__table__)
-meta: Table = cast(Table, Meta.__table__)
-notifications: Table = cast(Table, Notification.__table__)
+# Facts about the store itself (migration 0003): `min_writer`, `store_id`.
+meta = Table(
+    "swarmkit_meta",
+    metadata,
+    _col("key", String(64), primary_key=True),
+    _col("value", Text),
+)
 
 JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)

@@ -17,17 +17,17 @@ open may do is the caller's choice (`Store.open(create=, upgrade=)`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, inspect, text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import StoreError, StoreLocation, write_tx
+from .revisions import MIGRATIONS, head_revision, known_revisions
 
-MIGRATIONS = Path(__file__).with_name("migrations")
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 # Any fixed number: it only has to be the same in every Swarmkit process.
 PG_MIGRATION_LOCK = 0x5357_4B31
 
@@ -45,19 +45,18 @@ class NoStoreError(StoreError):
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
-def _script() -> ScriptDirectory:
-    return ScriptDirectory.from_config(_config())
-
-
-def head_revision() -> str:
-    head = _script().get_current_head()
-    assert head is not None
-    return head
+def _current_revision(conn: Connection, tables: list[str]) -> str | None:
+    """What `alembic_version` holds (what Alembic's MigrationContext reads), by plain SQL."""
+    if "alembic_version" not in tables:
+        return None
+    return conn.scalar(text("SELECT version_num FROM alembic_version"))
 
 
 @dataclass(frozen=True)
@@ -78,16 +77,16 @@ class SchemaState:
 
 
 def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
-    script = _script()
     head = head_revision()
-    known = {rev.revision for rev in script.walk_revisions()}
+    known = set(known_revisions())
     if schema is not None and not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
         return SchemaState(None, head, None, True, False, None)
-    current = MigrationContext.configure(conn).get_current_revision()
+    tables = inspect(conn).get_table_names()
+    current = _current_revision(conn, tables)
     if current is None:
-        return SchemaState(None, head, None, True, False, None, tuple(sorted(inspect(conn).get_table_names())))
+        return SchemaState(None, head, None, True, False, None, tuple(sorted(tables)))
     facts: dict[str, str] = {}
-    if current is not None and "swarmkit_meta" in inspect(conn).get_table_names():
+    if "swarmkit_meta" in tables:
         facts = {k: v for k, v in conn.execute(text("SELECT key, value FROM swarmkit_meta"))}
     min_writer = facts.get("min_writer")
     is_known = current is None or current in known
@@ -133,7 +132,7 @@ def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool, pos
 def _migrate(conn: Connection, display: str) -> None:
     from alembic import command
 
-    if MigrationContext.configure(conn).get_current_revision() is None:
+    if _current_revision(conn, inspect(conn).get_table_names()) is None:
         _refuse_foreign(sorted(inspect(conn).get_table_names()), display, conn.dialect.name == "postgresql")
     cfg = _config()
     cfg.attributes["connection"] = conn

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import registry
 
 from swarmkit.runtime import control
 from swarmkit.runtime.executor import read_flags
 from swarmkit.runtime.flow import parse_flow
 from swarmkit.store import Store
-from swarmkit.store.models import JOB_COLUMNS, Job
+from swarmkit.store.models import JOB_COLUMNS, jobs
 from tests.reliability import console_in_process
 
 from .conftest import Cli, child_env, hold, release, wait_for, write_flow
@@ -133,9 +134,12 @@ async def test_an_ambiguous_prefix_lists_the_candidates(store_url, workspace: Pa
 
 def test_stop_twice_rereports_and_resume_clears(cli: Cli, tmp_path: Path):
     gates = tmp_path / "gates"
-    flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "wait"\ncommand = "{hold(gates, "wait")}"\n[[agents]]\nname = "after"\ncommand = "true"\n')
+    began = tmp_path / "began"
+    flow = write_flow(tmp_path, "long", f'name = "long"\n[[agents]]\nname = "wait"\ncommand = "touch {began}; {hold(gates, "wait")}"\n[[agents]]\nname = "after"\ncommand = "true"\n')
     proc = cli.start("run", str(flow))
     short = proc.stdout.readline().split()[0]
+    # In flight, so that both stops find it running (a stop before the first boundary parks it at once).
+    wait_for(began.exists, what="the first agent to start")
     first = cli.call("stop", short, env={"SWARMKIT_ACTOR": "alice@desk"})
     second = cli.call("stop", short, env={"SWARMKIT_ACTOR": "bob@desk"})
     release(gates, "wait")
@@ -202,6 +206,13 @@ def test_cancel_of_a_parked_run_is_at_once_and_terminal_never_changes(cli: Cli, 
     for verb in ("stop", "cancel", "resume", "approve"):
         cli.call(verb, ids["deferred"])
         assert job(cli.store_url, cli.workspace, ids["deferred"]).status == "cancelled"
+
+
+class Job:
+    """An ORM class on the jobs table, for the trap below only: the store itself maps no classes."""
+
+
+registry().map_imperatively(Job, jobs)
 
 
 async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(store_url, workspace: Path):

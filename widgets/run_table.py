@@ -28,7 +28,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -175,6 +175,8 @@ class RunTable(ScrollView, can_focus=True):
         self._widths = [len(title) for _, title, _ in COLUMNS]
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
+        self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, str | None, list[Segment]]]] = {}
+        self._dirty_lines: set[int] = set()  # screen lines to repaint at the next flush
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
         self._marked: set[str] = set()
@@ -239,12 +241,14 @@ class RunTable(ScrollView, can_focus=True):
         else:
             self._marked.add(key)
         self._refresh_key(key)
+        self._flush_lines()
         return key in self._marked
 
     def clear_marks(self) -> None:
         marked, self._marked = self._marked, set()
         for key in marked:
             self._refresh_key(key)
+        self._flush_lines()
 
     def _positions(self) -> dict[str, int]:
         if self._index is None:
@@ -277,6 +281,7 @@ class RunTable(ScrollView, can_focus=True):
                 self._marked.discard(key)
                 self._strips.pop(key, None)
                 self._cells.pop(key, None)
+                self._cell_segments.pop(key, None)
             keep = [i for i, k in enumerate(self._order) if k in wanted]
             self._order = [self._order[i] for i in keep]
             self._sort_keys = [self._sort_keys[i] for i in keep]
@@ -302,6 +307,7 @@ class RunTable(ScrollView, can_focus=True):
             self._resize()
             self.refresh()
         updated += self.refresh_visible(skip=fresh)
+        self._flush_lines()
         self._announce()
         return TableChange(added, removed, updated, False)
 
@@ -426,17 +432,19 @@ class RunTable(ScrollView, can_focus=True):
         cached = self._cells.get(row.key)
         if cached is not None and cached[0] == shown:
             return cached[1]
-        cells = [_cell(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
+        if cached is None:
+            cells = [_cell(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
+        else:
+            # A live run changes a cell or two a poll (its usage, an age): the others keep their Text.
+            before, old = cached
+            cells = [cell if value == was else _cell(col, value) for (col, _, _), value, was, cell in zip(COLUMNS, shown, before, old)]
         self._cells[row.key] = (shown, cells)
         return cells
 
     def _refresh_key(self, key: str) -> None:
         index = self._positions().get(key)
-        if index is None:
-            return
-        y = index - int(self.scroll_y) + 1
-        if 1 <= y < self.size.height:
-            self.refresh_line(y)
+        if index is not None:
+            self._refresh_row_index(index)
 
     def visible_keys(self) -> list[str]:
         """The runs whose rows are on screen now."""
@@ -457,6 +465,7 @@ class RunTable(ScrollView, can_focus=True):
             row = self.row_source(key)
             if row is not None and key in self._shown:
                 n += self._update(row)
+        self._flush_lines()
         return n
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
@@ -468,6 +477,7 @@ class RunTable(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._cell_segments.clear()
         self._header = None
         self._base = None
 
@@ -489,13 +499,23 @@ class RunTable(ScrollView, can_focus=True):
         if old != row:
             self._refresh_row_index(old)
             self._refresh_row_index(row)
+            self._flush_lines()
         self._scroll_cursor_into_view()
         self._announce()
 
     def _refresh_row_index(self, index: int) -> None:
+        # The screen line of the row (the header is line 0). `ScrollView.refresh_line`
+        # takes a line of the virtual view and would subtract the scroll a second time.
         y = index - int(self.scroll_y) + 1
         if 1 <= y < self.size.height:
-            self.refresh_line(y)
+            self._dirty_lines.add(y)
+
+    def _flush_lines(self) -> None:
+        """Repaint the lines marked since the last flush, in one refresh."""
+        if self._dirty_lines:
+            width = self.size.width
+            self.refresh(*(Region(0, y, width, 1) for y in sorted(self._dirty_lines)))
+            self._dirty_lines.clear()
 
     def _scroll_cursor_into_view(self) -> None:
         rows_shown = max(1, self.scrollable_content_region.height - 1)
@@ -627,21 +647,36 @@ class RunTable(ScrollView, can_focus=True):
             style = style + self.get_component_rich_style("run-table--marked")
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
-        strip = self._line(self._cells_of(row), style, MARK if marked else None)
+        strip = self._line(self._cells_of(row), style, MARK if marked else None, self._cell_segments.setdefault(key, {}))
         self._strips[key] = (sig, strip)
         return strip
 
-    def _line(self, cells: Sequence[Text], style: Style, mark: str | None = None) -> Strip:
+    def _line(
+        self, cells: Sequence[Text], style: Style, mark: str | None = None,
+        kept: dict[int, tuple[Text, int, Style, str | None, list[Segment]]] | None = None,
+    ) -> Strip:
+        """One line of cells. `kept`: the row's rendered cells, by column, reused while cell, width, style and mark are the same.
+
+        A live run's row changes a cell or two a second (its usage, an age):
+        rendering only those through Rich is most of what idle costs."""
         console = self.app.console
         segments: list[Segment] = []
         pad = Segment(" " * PAD, style)
         for i, (cell, width) in enumerate(zip(cells, self._widths)):
+            lead = mark if i == 0 else None
+            done = kept.get(i) if kept is not None else None
+            if done is not None and done[0] is cell and done[1] == width and done[2] == style and done[3] == lead:
+                segments.extend(done[4])
+                continue
             text = cell.copy()
             text.truncate(width, overflow="ellipsis", pad=True)
-            segments.append(Segment(mark + " " * (PAD - 1), style + Style(bold=True)) if mark and i == 0 else pad)
+            rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
             for seg in text.render(console, end=""):
-                segments.append(Segment(seg.text, style + seg.style if seg.style else style))
-            segments.append(pad)
+                rendered.append(Segment(seg.text, style + seg.style if seg.style else style))
+            rendered.append(pad)
+            if kept is not None:
+                kept[i] = (cell, width, style, lead, rendered)
+            segments.extend(rendered)
         return Strip(segments, self._total_width()).simplify()
 
 

@@ -112,7 +112,9 @@ async def open_store(args) -> Store:
 
     hosting = args.verb in HOSTING_VERBS
     loc = resolve_store(args.store, getattr(args, "workspace", None))
-    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite)
+    # A verb that neither hosts nor serves runs its store calls inline (see Store): on SQLite
+    # no asyncio layer, ORM or aiosqlite thread for a process that does one thing and exits.
+    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting)
     if store.loc.stale_warning:
         err(f"{store.loc.display}: {store.loc.stale_warning}")
     return store

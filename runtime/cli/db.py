@@ -59,7 +59,7 @@ async def cmd_db(args) -> int:
             print(f"upgraded the store {shown} from schema revision {before} to {after}.")
         return ExitCode.OK
     loc = resolve_store(args.store, args.workspace)
-    store = await Store.open(loc=loc, create=False, upgrade=False, migrate=False)
+    store = await Store.open(loc=loc, create=False, upgrade=False, migrate=False, inline=True)
     try:
         state = await schema_state(store.engine, store.loc)
     finally:

@@ -2,8 +2,8 @@
 
 from alembic import context
 
-from swarmkit.store.models import Base
+from swarmkit.store.models import metadata
 
 connection = context.config.attributes["connection"]
-context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
 context.run_migrations()

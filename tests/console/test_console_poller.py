@@ -154,6 +154,77 @@ async def test_filter_in_sql_and_ended_runs_bounded(store_url, workspace, fast_e
         await link.close()
 
 
+async def test_the_header_counts_active_runs_and_those_ended_lately_never_the_history(store_url, workspace, fast_env):
+    await init_store(store_url, workspace)
+    old, recent, waiting = await submit(store_url, workspace, quick_flow(workspace), count=3)
+    store = await Store.open(store_url, workspace)
+    try:
+        now = store_now()
+        async with store.write() as conn:
+            # Ended last week, and a minute ago: only the second is in view, and counted.
+            for run, ago in ((old, timedelta(days=7)), (recent, timedelta(minutes=1))):
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(status="completed", ended_at=now - ago, updated_at=now - ago))
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=2)
+    try:
+        snap = await poller.poll()
+        assert snap.full and snap.counts == {"queued": 1, "completed": 1}
+        assert {j.id for j in snap.jobs} == {recent, waiting}
+    finally:
+        await link.close()
+
+
+def test_the_counts_read_index_ranges_not_every_run(sqlite_url, workspace):
+    """SQLite's own plan for the header's counts: a search of an index, never a scan of the table or of an index."""
+    import asyncio
+
+    from swarmkit.store.queries import _ACTIVE_COUNTS, _ENDED_SINCE
+
+    async def plans() -> list[str]:
+        store = await Store.open(sqlite_url, workspace)
+        try:
+            async with store.read() as conn:
+                out = []
+                for stmt in (_ACTIVE_COUNTS, _ENDED_SINCE):
+                    sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+                    out += [row[-1] for row in (await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)).all()]
+                return out
+        finally:
+            await store.close()
+
+    found = asyncio.run(plans())
+    assert found and all(p.startswith("SEARCH jobs USING") for p in found), found
+
+
+async def test_the_first_poll_of_a_big_store_shows_the_newest_runs_and_the_next_reads_the_rest(store_url, workspace, fast_env):
+    from sqlalchemy import insert
+
+    from swarmkit.console.poller import PEEK
+
+    await init_store(store_url, workspace)
+    now = store_now()
+    rows = [dict(id=f"{i:032x}", flow="bulk", flow_source="", inputs="{}", status="queued", created_at=now - timedelta(seconds=i),
+                 updated_at=now - timedelta(seconds=i), cancel_keep=False, epoch=0, step=0, steps=1, tokens=0, cost=0.0) for i in range(PEEK + 50)]
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.write() as conn:
+            await conn.execute(insert(jobs), rows)
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=2)
+    try:
+        first = await poller.poll()
+        assert first.partial and [j.id for j in first.jobs] == [r["id"] for r in rows[:PEEK]]  # the newest, in order
+        assert first.counts == {"queued": PEEK + 50}  # the counts are whole at once
+        second = await poller.poll()
+        assert second.full and not second.partial and len(second.jobs) == PEEK + 50
+    finally:
+        await link.close()
+
+
 def test_poll_schedule_backs_off_while_failing_and_polls_again_at_once_when_asked():
     from swarmkit.console.poll_schedule import PollSchedule
 

@@ -1,0 +1,68 @@
+"""Start-up (issue 13): what a real `swarmkit` process loads for each verb.
+
+A one-shot verb loads no Alembic unless it migrates, no Textual, no executor;
+on SQLite it runs its statements inline, so neither SQLAlchemy's asyncio layer
+(with the ORM under it) nor aiosqlite is loaded; `--help` and `--version` load
+no SQLAlchemy at all. Read from the interpreter's own import log
+(PYTHONPROFILEIMPORTTIME), so a module loaded by any path counts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import child_env, write_flow
+
+SWARMKIT = str(Path(sys.executable).with_name("swarmkit"))
+NEVER = ("alembic", "textual", "swarmkit.runtime.executor", "swarmkit.runtime.worker", "swarmkit.widgets", "swarmkit.console")
+NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm")
+
+
+def loaded(*argv: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    proc = subprocess.run([SWARMKIT, *argv], cwd=cwd, env=child_env({"PYTHONPROFILEIMPORTTIME": "1"}), capture_output=True, text=True, timeout=120)
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:") and "|" in line}
+    assert "swarmkit.runtime.cli" in modules, proc.stderr[-2000:]
+    return proc, modules
+
+
+def _hits(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_load_no_sqlalchemy(tmp_path: Path, flag: str):
+    proc, modules = loaded(flag, cwd=tmp_path)
+    assert proc.returncode == 0 and "swarmkit" in proc.stdout
+    assert _hits(modules, ("sqlalchemy", *NEVER)) == []
+    # --version names the schema revision it wants: read from the migration files, nothing else of the store.
+    assert _hits(modules, ("swarmkit.store",)) == ([] if flag == "--help" else ["swarmkit.store", "swarmkit.store.revisions"])
+    if flag == "--version":
+        assert "store schema revision" in proc.stdout
+
+
+def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, workspace: Path):
+    flow = write_flow(workspace, "quick.toml", 'name = "quick"\n[[agents]]\nname = "a"\ncommand = "true"\n')
+    made = subprocess.run([SWARMKIT, "run", str(flow), "--detach", "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    run_id = made.stdout.strip()
+    forbidden = NEVER + (NOT_ON_SQLITE if store_url.startswith("sqlite") else ())
+    for verb in (["status"], ["status", run_id[:8], "--json"], ["logs", run_id[:8]], ["stop", run_id[:8]], ["resume", run_id[:8]], ["cancel", run_id[:8]], ["db", "status"]):
+        proc, modules = loaded(*verb[:1], "--store", store_url, *verb[1:], cwd=workspace)
+        assert proc.returncode == 0, (verb, proc.stdout, proc.stderr[-2000:])
+        assert _hits(modules, forbidden) == [], verb
+    status = subprocess.run([SWARMKIT, "status", run_id, "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert "cancelled" in status.stdout  # the acts above did what they say
+
+
+def test_the_head_revision_read_from_the_migration_files_is_alembics():
+    from alembic.script import ScriptDirectory
+
+    from swarmkit.store.schema import _config, head_revision, known_revisions
+
+    script = ScriptDirectory.from_config(_config())
+    assert known_revisions() == {rev.revision: rev.down_revision for rev in script.walk_revisions()}
+    assert head_revision() == script.get_current_head()
