@@ -94,6 +94,14 @@ def proc_stats() -> Iterator[tuple[int, list[str]]]:
         yield int(entry), stat[stat.rfind(")") + 2 :].split()
 
 
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def group_alive(pgid: int) -> list[int]:
     """Live (not zombie) processes whose process group is `pgid`."""
     return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid and fields[0] != "Z"]

@@ -4,7 +4,6 @@ each try an event). Real stores, real agent processes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,9 @@ from swarmkit.runtime.errors import FlowError
 from swarmkit.runtime.flow import parse_flow
 
 from .conftest import Cli, wait_for, write_flow
-from .helpers import events, job
+from .helpers import events, job, pid_alive
 
 FAST_RETRY = {"SWARMKIT_RETRY_BACKOFF": "0.1"}
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("kind", ["command", "sync", "async"])

@@ -4,22 +4,13 @@ on resume that node runs again from its start. Real stores, real `swarmkit` proc
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from .conftest import Cli, release, wait_for, write_flow
-from .helpers import audit, checkpoints, events, job
+from .helpers import audit, checkpoints, events, job, pid_alive
 from .test_stop_resume import start_foreground
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_stop_now_interrupts_a_command_agent_and_resume_runs_the_node_again(cli: Cli, tmp_path: Path):
