@@ -2,7 +2,7 @@
 
 A one-shot verb loads no Alembic unless it migrates, no Textual, no executor;
 on SQLite it runs its statements inline, so neither SQLAlchemy's asyncio layer
-(with the ORM under it) nor aiosqlite is loaded; `--help` and `--version` load
+(with the ORM under it) nor aiosqlite nor the PostgreSQL dialect is loaded; `--help` and `--version` load
 no SQLAlchemy at all. Read from the interpreter's own import log
 (PYTHONPROFILEIMPORTTIME), so a module loaded by any path counts.
 """
@@ -19,7 +19,8 @@ from .conftest import child_env, write_flow
 
 SWARMKIT = str(Path(sys.executable).with_name("swarmkit"))
 NEVER = ("alembic", "textual", "swarmkit.runtime.executor", "swarmkit.runtime.worker", "swarmkit.widgets", "swarmkit.console")
-NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm")
+# The PostgreSQL dialect brings every one of its drivers: a SQLite store needs none of it.
+NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm", "sqlalchemy.dialects.postgresql")
 
 
 def loaded(*argv: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
