@@ -83,13 +83,3 @@ def default_actor() -> str:
         user = str(os.getuid())
     return f"{user}@{host_name()}"
 
-
-def version() -> str:
-    """This installation's version, as its distribution records it."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("swarmkit-run-control")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"

@@ -39,6 +39,9 @@ def test_help_and_version_load_no_sqlalchemy(tmp_path: Path, flag: str):
     proc, modules = loaded(flag, cwd=tmp_path)
     assert proc.returncode == 0 and "swarmkit" in proc.stdout
     assert _hits(modules, ("sqlalchemy", *NEVER)) == []
+    # Nor what only a verb's work needs (each a tenth of Python's own start-up or more): the
+    # version is a constant, not looked up among the installed distributions.
+    assert _hits(modules, ("typing", "json", "logging", "dataclasses", "importlib.metadata", "asyncio")) == []
     # --version names the schema revision it wants: read from the migration files, nothing else of the store.
     assert _hits(modules, ("swarmkit.store",)) == ([] if flag == "--help" else ["swarmkit.store", "swarmkit.store.revisions"])
     if flag == "--version":

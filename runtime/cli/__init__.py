@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from ..version_action import VersionAction
 from . import acts, audit, completion, db, logs, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+    from typing import Any
 
 __all__ = ["ExitCode", "build_parser", "main"]
 
