@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 import socket
 from dataclasses import dataclass
@@ -78,6 +77,8 @@ def default_actor() -> str:
     if actor:
         return actor
     try:
+        import getpass  # with termios under it: only an act names its actor
+
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
         user = str(os.getuid())

@@ -58,6 +58,9 @@ def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, work
         proc, modules = loaded(*verb[:1], "--store", store_url, *verb[1:], cwd=workspace)
         assert proc.returncode == 0, (verb, proc.stdout, proc.stderr[-2000:])
         assert _hits(modules, forbidden) == [], verb
+        if verb[0] in ("status", "stop"):
+            # Neither reads a flow (tomllib) nor takes a median (statistics, with fractions and decimal).
+            assert _hits(modules, ("swarmkit.runtime.flow", "tomllib", "statistics")) == [], verb
     status = subprocess.run([SWARMKIT, "status", run_id, "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
     assert "cancelled" in status.stdout  # the acts above did what they say
 
