@@ -73,3 +73,22 @@ def test_the_head_revision_read_from_the_migration_files_is_alembics():
     script = ScriptDirectory.from_config(_config())
     assert known_revisions() == {rev.revision: rev.down_revision for rev in script.walk_revisions()}
     assert head_revision() == script.get_current_head()
+
+
+def test_each_verb_parses_with_its_part_of_the_parser_alone():
+    # A verb's run builds only its own module's parsers (the whole parser is a tenth of --help):
+    # each verb of the whole parser must be found, and parse alike, in its part alone.
+    import argparse
+
+    from swarmkit.runtime.cli import build_parser
+
+    def verbs(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return dict(sub.choices)
+
+    whole = verbs(build_parser())
+    assert {"run", "stop", "status", "logs", "audit", "db", "completion"} <= set(whole)
+    for name, full in whole.items():
+        alone = verbs(build_parser(only=name))
+        assert name in alone and len(alone) < len(whole), name
+        assert alone[name].format_help() == full.format_help(), name
