@@ -6,6 +6,8 @@ Every figure is the wall time of a fresh process, median over `--reps`, the
 cases interleaved round by round so that a busy machine slows them alike:
 
 - `python -c pass`: the floor of any Python command;
+- `python -c "import sqlalchemy"`: the floor of any verb that reads the store
+  (every act and query is a SQLAlchemy Core statement);
 - `swarmkit --help`, `swarmkit --version`;
 - `swarmkit status` on a SQLite store of `--runs` runs (most ended, some queued);
 - `swarmkit stop ID` of a queued run (a real stop: one conditional UPDATE, its
@@ -156,6 +158,10 @@ def main() -> None:
     env = dict(os.environ)
     env.pop("SWARMKIT_STORE", None)
     env.pop("PYTHONPATH", None)
+    # Both sides run from their .pyc files, as an installed package does: with
+    # PYTHONDONTWRITEBYTECODE set (CI, this project's sandbox) the warm-up would
+    # write none, and every run would compile each side's own modules again.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     with tempfile.TemporaryDirectory(prefix="sk-clistart-") as tmp:
         root = Path(tmp)
         sides: dict[str, tuple[Path, dict[str, str]]] = {}
@@ -179,7 +185,10 @@ def main() -> None:
                 sides[rev] = (bws, benv)
 
         stops = {name: iter(queued_ids(w / ".swarmkit" / "store.db", args.reps + 1)) for name, (w, _) in sides.items()}
-        cases: dict[str, tuple[Path, dict[str, str], object]] = {"python -c pass": (ws, env, [py, "-c", "pass"])}
+        cases: dict[str, tuple[Path, dict[str, str], object]] = {
+            "python -c pass": (ws, env, [py, "-c", "pass"]),
+            "python -c 'import sqlalchemy'": (ws, env, [py, "-c", "import sqlalchemy"]),
+        }
         for name, (w, e) in sides.items():
             tag = "" if name == "now" else f" [{name}]"
             cases[f"swarmkit --help{tag}"] = (w, e, [py, "-c", RUN, "--help"])

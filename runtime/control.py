@@ -41,7 +41,6 @@ from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
-from .flow import Flow, parse_flow
 from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .steps import step_words
@@ -49,6 +48,8 @@ from .workspaces import carry_out, decide
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from .flow import Flow
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
 # The exit codes the CLI gives for an act's result: the one ExitCode list.
@@ -199,6 +200,8 @@ async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
         usual = await store.run_read(lambda c: usual_node_seconds(c, job.flow, node))
     if usual is None:
         try:
+            from .flow import parse_flow  # flows (and tomllib) load only where a run's flow is read
+
             usual = (parse_flow(job.flow_source, job.flow_path).stall_after_s or Settings.from_env().stall_after_s) / OVERDUE_FACTOR
         except FlowError:
             usual = Settings.from_env().stall_after_s / OVERDUE_FACTOR

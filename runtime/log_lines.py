@@ -9,9 +9,12 @@ worker's stderr and stdout read alike.
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-from datetime import UTC, datetime
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from datetime import datetime
+
+# json, logging and datetime are imported where used: every verb's parser takes --log-format from here.
 
 FORMATS = ("text", "json")
 
@@ -21,6 +24,8 @@ def add_log_format(p: argparse.ArgumentParser) -> None:
 
 
 def utc_stamp(at: datetime | None = None) -> str:
+    from datetime import UTC, datetime
+
     from swarmkit.store.records import rfc3339
 
     return rfc3339(at or datetime.now(UTC))
@@ -35,6 +40,8 @@ class LogLines:
 
     def __call__(self, message: str, level: str = "info") -> str:
         if self.fmt == "json":
+            import json
+
             # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
             return json.dumps({"at": utc_stamp(), "level": level, "logger": self.logger, "msg": message})
         from .text import plain_lines
@@ -44,6 +51,10 @@ class LogLines:
 
     def install(self) -> None:
         """Python's logging records in the same format, on the handlers `log_to_stderr` set up."""
+        import json
+        import logging
+        from datetime import UTC, datetime
+
         from swarmkit.store.engine import MaskedFormatter
 
         fmt = self.fmt

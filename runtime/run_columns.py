@@ -13,7 +13,6 @@ Pure: the store's records in, strings out; no Textual, no I/O.
 
 from __future__ import annotations
 
-import statistics
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -133,6 +132,8 @@ def node_ran_s(job: JobRecord, now: datetime) -> float | None:
 
 def usual(durations: Sequence[float], samples: int = 20) -> float | None:
     """How long a node usually takes: the median of its newest `samples` durations."""
+    import statistics  # with fractions and decimal under it: only a stopping row asks
+
     recent = list(durations)[:samples]
     return statistics.median(recent) if recent else None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 import socket
 from dataclasses import dataclass
@@ -78,18 +77,10 @@ def default_actor() -> str:
     if actor:
         return actor
     try:
+        import getpass  # with termios under it: only an act names its actor
+
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers
         user = str(os.getuid())
     return f"{user}@{host_name()}"
 
-
-def version() -> str:
-    """This installation's version, as its distribution records it."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
-
-    try:
-        return dist_version("swarmkit-run-control")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"

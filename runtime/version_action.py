@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+# This distribution's version: pyproject.toml reads it from here (`[tool.setuptools.dynamic]`),
+# so it is written once; `--version` then needs no look through the installed distributions
+# (importlib.metadata costs `swarmkit --version` about a third of Python's own start-up).
+VERSION = "0.1.0"
+
 
 class VersionAction(argparse.Action):
     """Worked out only when asked: no other use of either command reads the schema revision."""
@@ -20,6 +25,4 @@ def version_line(prog: str) -> str:
     """`swarmkit 0.1.0 (store schema revision 0003)`: what `swarmkit db status` compares a store with."""
     from swarmkit.store.revisions import head_revision
 
-    from .settings import version
-
-    return f"{prog} {version()} (store schema revision {head_revision()})"
+    return f"{prog} {VERSION} (store schema revision {head_revision()})"

@@ -10,7 +10,10 @@ parts it touches (issue 13: start-up).
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: `--version` reads revisions.py
+if TYPE_CHECKING:
+    from typing import Any
 
 # name -> the module of this package that defines it
 _WHERE = {

@@ -161,8 +161,9 @@ events = Table(
     _col("step", Integer, null=True),
     _col("text", Text, default=""),
     Index("ix_events_job_id", "job_id", "id"),
-    # Node boundaries only, for a node's usual duration (migration 0004).
-    Index("ix_events_node_bounds", "job_id", "node", "id", sqlite_where=text(NODE_BOUNDS), postgresql_where=text(NODE_BOUNDS)),
+    # Node boundaries only, for a node's usual duration (migration 0004): partial, see
+    # declare_dialect_options.
+    Index("ix_events_node_bounds", "job_id", "node", "id"),
 )
 
 audit = Table(
@@ -234,3 +235,16 @@ meta = Table(
 )
 
 JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)
+
+
+def declare_dialect_options() -> None:
+    """The dialect-only parts of the tables, for Alembic (migrations/env.py): the partial index's WHERE.
+
+    Not declared on the tables above: a dialect option loads its dialect when it
+    is declared, and PostgreSQL's brings every one of its drivers, a cost every
+    one-shot verb on SQLite would pay at import (issue 13: start-up).
+    Idempotent; the schema itself is made by the migrations (0004 for this one).
+    """
+    index = next(ix for ix in events.indexes if ix.name == "ix_events_node_bounds")
+    for dialect in ("sqlite", "postgresql"):
+        index.dialect_kwargs[f"{dialect}_where"] = text(NODE_BOUNDS)

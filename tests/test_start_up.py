@@ -2,7 +2,7 @@
 
 A one-shot verb loads no Alembic unless it migrates, no Textual, no executor;
 on SQLite it runs its statements inline, so neither SQLAlchemy's asyncio layer
-(with the ORM under it) nor aiosqlite is loaded; `--help` and `--version` load
+(with the ORM under it) nor aiosqlite nor the PostgreSQL dialect is loaded; `--help` and `--version` load
 no SQLAlchemy at all. Read from the interpreter's own import log
 (PYTHONPROFILEIMPORTTIME), so a module loaded by any path counts.
 """
@@ -19,7 +19,8 @@ from .conftest import child_env, write_flow
 
 SWARMKIT = str(Path(sys.executable).with_name("swarmkit"))
 NEVER = ("alembic", "textual", "swarmkit.runtime.executor", "swarmkit.runtime.worker", "swarmkit.widgets", "swarmkit.console")
-NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm")
+# The PostgreSQL dialect brings every one of its drivers: a SQLite store needs none of it.
+NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm", "sqlalchemy.dialects.postgresql")
 
 
 def loaded(*argv: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -38,6 +39,9 @@ def test_help_and_version_load_no_sqlalchemy(tmp_path: Path, flag: str):
     proc, modules = loaded(flag, cwd=tmp_path)
     assert proc.returncode == 0 and "swarmkit" in proc.stdout
     assert _hits(modules, ("sqlalchemy", *NEVER)) == []
+    # Nor what only a verb's work needs (each a tenth of Python's own start-up or more): the
+    # version is a constant, not looked up among the installed distributions.
+    assert _hits(modules, ("typing", "json", "logging", "dataclasses", "importlib.metadata", "asyncio")) == []
     # --version names the schema revision it wants: read from the migration files, nothing else of the store.
     assert _hits(modules, ("swarmkit.store",)) == ([] if flag == "--help" else ["swarmkit.store", "swarmkit.store.revisions"])
     if flag == "--version":
@@ -54,6 +58,9 @@ def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, work
         proc, modules = loaded(*verb[:1], "--store", store_url, *verb[1:], cwd=workspace)
         assert proc.returncode == 0, (verb, proc.stdout, proc.stderr[-2000:])
         assert _hits(modules, forbidden) == [], verb
+        if verb[0] in ("status", "stop"):
+            # Neither reads a flow (tomllib) nor takes a median (statistics, with fractions and decimal).
+            assert _hits(modules, ("swarmkit.runtime.flow", "tomllib", "statistics")) == [], verb
     status = subprocess.run([SWARMKIT, "status", run_id, "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
     assert "cancelled" in status.stdout  # the acts above did what they say
 
@@ -66,3 +73,22 @@ def test_the_head_revision_read_from_the_migration_files_is_alembics():
     script = ScriptDirectory.from_config(_config())
     assert known_revisions() == {rev.revision: rev.down_revision for rev in script.walk_revisions()}
     assert head_revision() == script.get_current_head()
+
+
+def test_each_verb_parses_with_its_part_of_the_parser_alone():
+    # A verb's run builds only its own module's parsers (the whole parser is a tenth of --help):
+    # each verb of the whole parser must be found, and parse alike, in its part alone.
+    import argparse
+
+    from swarmkit.runtime.cli import build_parser
+
+    def verbs(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return dict(sub.choices)
+
+    whole = verbs(build_parser())
+    assert {"run", "stop", "status", "logs", "audit", "db", "completion"} <= set(whole)
+    for name, full in whole.items():
+        alone = verbs(build_parser(only=name))
+        assert name in alone and len(alone) < len(whole), name
+        assert alone[name].format_help() == full.format_help(), name

@@ -10,19 +10,31 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 from ..version_action import VersionAction
 from . import acts, audit, completion, db, logs, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+    from typing import Any
 
 __all__ = ["ExitCode", "build_parser", "main"]
 
 VERB_MODULES = (run, worker, acts, logs, status, audit, db, serve, completion)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _module_of(name: str):
+    """The module that adds verb `name`'s parser, or None for a word that is no verb."""
+    if name in acts.ACTS:
+        return acts
+    return {m.__name__.rsplit(".", 1)[1]: m for m in VERB_MODULES if m is not acts}.get(name)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `only`, just that verb's module's part (what a verb's own run needs:
+    building all of them is a tenth of `swarmkit --help`, nothing of the verb's work)."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Run control for agent runs: run, stop, resume, cancel, approve, watch and audit them.",
@@ -40,8 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
+    one = _module_of(only) if only else None
     for module in VERB_MODULES:
-        module.add_parsers(sub)
+        if one is None or module is one:
+            module.add_parsers(sub)
     return parser
 
 
@@ -59,7 +73,11 @@ def _commands() -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    # The verb's part of the parser alone, when the first word is a verb: an option before it
+    # (--help, --version) or a completion script needs all of it.
+    first = words[0] if words else None
+    parser = build_parser(only=first if first and first != "completion" and _module_of(first) else None)
     # argparse fills a `*` positional from one contiguous stretch only, so
     # `run flow.toml --input k=v WORKSPACE` would leave WORKSPACE over.
     args, extra = parser.parse_known_args(argv)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .common import ExitCode, add_run_id, add_store, add_workspace, err, verb, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from swarmkit.store import Store
 

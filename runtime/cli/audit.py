@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from functools import partial
-from typing import TYPE_CHECKING, Any
 
 from .common import ExitCode, add_store, duration, run_and_workspace, verb, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
+    from typing import Any
+
     from swarmkit.store import Store
     from swarmkit.store.records import AuditRecord
 
@@ -53,6 +54,8 @@ def boundary(entry: AuditRecord) -> str:
 
 
 def _rest(entry: AuditRecord) -> str:
+    import json
+
     shown: dict[str, Any] = {k: v for k, v in entry.detail.items() if k not in ("boundary", "gate", "node", "step")}
     return " ".join(f"{k}={json.dumps(v, ensure_ascii=False, sort_keys=True)}" for k, v in sorted(shown.items())) or "-"
 
@@ -61,6 +64,8 @@ async def cmd_audit(args) -> int:
     run_ref = run_and_workspace(args, "audit")
 
     async def go(store: Store) -> int:
+        import json
+
         from swarmkit.store.clock import store_now
         from swarmkit.store.pages import audit_page
         from swarmkit.store.records import audit_view, rfc3339

@@ -10,13 +10,16 @@ import argparse
 import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING
 
-from ..echo import say
 from ..exit_code import ExitCode
 
+# What every verb imports to build the parser costs `swarmkit --help`: typing, json, datetime
+# and the echo thread's modules are imported where used, or only for the type checker
+# (mypy reads a module's own TYPE_CHECKING as typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from swarmkit.store import Store
 
 PROG = "swarmkit"
@@ -33,6 +36,7 @@ def err(msg: str) -> None:
     """An error or a warning: on stderr, once, with its password hidden and no control sequence."""
     from swarmkit.store.engine import masked
 
+    from ..echo import say
     from ..text import plain_lines
 
     say(f"{PROG}: {plain_lines(masked(msg))}", sys.stderr)
@@ -67,6 +71,8 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 def duration(text: str) -> timedelta:
     """`90s`, `5m`, `1h30m`, `2d`: an argparse type, as kubectl and docker take them."""
+    from datetime import timedelta
+
     s = text.strip().lower()
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):

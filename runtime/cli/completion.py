@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import dataclass, field
 
 from .common import ExitCode, verb
 
@@ -30,20 +29,21 @@ def add_parsers(sub) -> None:
     p.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
 
 
-@dataclass
 class Option:
-    flags: list[str]
-    help: str
-    takes_value: bool
-    choices: list[str] = field(default_factory=list)
+    # Plain classes, not dataclasses: every verb builds the parser this module adds to,
+    # and dataclasses (with inspect under it) would cost `swarmkit --help` a tenth of its time.
+    __slots__ = ("flags", "help", "takes_value", "choices")
+
+    def __init__(self, flags: list[str], help: str, takes_value: bool, choices: list[str] | None = None):
+        self.flags, self.help, self.takes_value, self.choices = flags, help, takes_value, choices or []
 
 
-@dataclass
 class Verb:
-    name: str
-    help: str
-    options: list[Option]
-    actions: list[Verb] = field(default_factory=list)  # `db status`, `db upgrade`
+    __slots__ = ("name", "help", "options", "actions")
+
+    def __init__(self, name: str, help: str, options: list[Option], actions: list[Verb] | None = None):
+        self.name, self.help, self.options = name, help, options
+        self.actions = actions or []  # `db status`, `db upgrade`
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction | None:

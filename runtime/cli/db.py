@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from .common import ExitCode, add_store, add_workspace, verb
 
@@ -38,6 +37,8 @@ def add_parsers(sub) -> None:
 
 
 async def cmd_db(args) -> int:
+    import json
+
     from swarmkit.store import NoStoreError, Store, resolve_store
     from swarmkit.store.schema import schema_state
 

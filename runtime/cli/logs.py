@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import TYPE_CHECKING
 
 from .common import ExitCode, add_run_id, add_store, add_workspace, duration, err, verb, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from swarmkit.store import Store
     from swarmkit.store.records import EventRecord
@@ -44,6 +43,8 @@ class EventLines:
         self.timestamps = timestamps
 
     def __call__(self, ev: EventRecord) -> str:
+        import json
+
         from swarmkit.store.records import event_view, rfc3339
 
         from ..text import plain

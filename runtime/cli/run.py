@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from .common import RUN_ID_HELP, ExitCode, add_store, err, verb, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from swarmkit.store import Store
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from .common import ExitCode, add_output, add_store, duration, err, run_and_workspace, verb, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from swarmkit.store import Store
     from swarmkit.store.records import JobRecord
 
@@ -111,6 +111,8 @@ async def cmd_status(args) -> int:
 
 
 async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> int:
+    import json
+
     from swarmkit.store.queries import workspaces_for
     from swarmkit.store.records import merged_view
 
@@ -157,6 +159,8 @@ async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] 
 
 
 async def _list(store: Store, args, lease_s: float) -> int:
+    import json
+
     from swarmkit.store.records import merged_view, run_list
 
     from ..report import format_table
@@ -190,6 +194,7 @@ def _signature(job: JobRecord, now: datetime) -> tuple:
 async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], headers: tuple[str, ...]) -> int:
     """Like `kubectl get -w`: after the list, one line for each run that changed, as it changes, until Ctrl-C."""
     import asyncio
+    import json
 
     from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
     from swarmkit.store.clock import store_now

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import signal
-from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..log_lines import LogLines, add_log_format
 from .common import ExitCode, add_store, add_workspace, verb, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from swarmkit.store import Store
 

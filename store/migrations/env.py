@@ -2,7 +2,9 @@
 
 from alembic import context
 
-from swarmkit.store.models import metadata
+from swarmkit.store.models import declare_dialect_options, metadata
+
+declare_dialect_options()
 
 connection = context.config.attributes["connection"]
 context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
