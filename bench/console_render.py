@@ -25,6 +25,12 @@ Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
    paints blank rows once it has shown them (polls, diffs, header and detail
    as usual); what a table costs is its figure minus the floor.
 
+4. What is repainted each second at idle, in process (`--repaint-s`): the
+   lines each widget renders per second and the frames per second, with the
+   live runs ticking. Textual's compositor renders, for every frame, each
+   widget inside the box that holds every changed line: when the header,
+   table rows and detail pane all change, that is the whole screen.
+
 The store's running rows have no live host: the console runs with a long
 lease (SWARMKIT_LEASE) so that it does not mark them lost.
 """
@@ -172,6 +178,43 @@ async def settle(pilot, table, timeout: float = 900.0) -> None:
         await asyncio.sleep(0.0005)
         if time.monotonic() > deadline:
             raise TimeoutError("the table never settled")
+
+
+async def repaints(url: str, ws: str, live: list[str], seconds: float) -> tuple[float, dict[str, float]]:
+    """(frames per second, lines rendered per second by widget) at idle, `live` runs ticking once a second."""
+    from textual.screen import Screen
+    from textual.widget import Widget
+
+    counts: dict[str, int] = {}
+    original = Widget.render_lines
+
+    def render_lines(self, crop):
+        name = f"{type(self).__name__}#{self.id}" if self.id else type(self).__name__
+        counts[name] = counts.get(name, 0) + crop.height
+        counts["(frames)"] = counts.get("(frames)", 0) + (isinstance(self, Screen))
+        return original(self, crop)
+
+    app = make_app(url, ws, poll_interval=1.0, lease_s=LONG_LEASE_S)
+    store = await Store.open(url, ws)
+    stmt = update(jobs).where(jobs.c.id.in_(live)).values(
+        heartbeat_at=bindparam("b_at"), last_event_at=bindparam("b_at"), tokens=jobs.c.tokens + 137)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause(3.0)  # the first polls and paints are over
+            Widget.render_lines = render_lines  # type: ignore[method-assign]
+            try:
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < seconds:
+                    async with store.write() as conn:
+                        await conn.execute(stmt, dict(b_at=store_now()))
+                    await pilot.pause(1.0)
+                elapsed = time.perf_counter() - t0
+            finally:
+                Widget.render_lines = original  # type: ignore[method-assign]
+    finally:
+        await store.close()
+    frames = counts.pop("(frames)", 0) / elapsed
+    return frames, {k: v / elapsed for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}
 
 
 # --- the real process, in a pseudo-terminal ------------------------------------------
@@ -353,12 +396,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=40, help="polls applied, each way")
     ap.add_argument("--paint-reps", type=int, default=7, help="starts of the app, in process and as a process")
     ap.add_argument("--idle-s", type=float, default=30.0)
+    ap.add_argument("--repaint-s", type=float, default=10.0, help="seconds of counting what is repainted at idle (0: skip)")
     ap.add_argument("--tables", default="line,datatable", help="which tables, side by side")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
     args = ap.parse_args()
     if args.smoke:
         args.runs, args.active, args.changed, args.reps, args.paint_reps, args.idle_s = 300, 30, 5, 3, 1, 2.0
-        args.live, args.live_runs = 10, 200
+        args.live, args.live_runs, args.repaint_s = 10, 200, 2.0
     kinds = [k for k in args.tables.split(",") if k]
     assert set(kinds) <= set(TABLES), f"--tables: {', '.join(TABLES)}"
     B.header(f"console render: {args.runs:,} runs, {args.active:,} active; tables: {', '.join(kinds)}")
@@ -380,6 +424,7 @@ def main() -> None:
         for kind in kinds:
             res[kind].update(idle_cpu(url, ws, args.idle_s, kind, live))
         floor = idle_cpu(url, ws, args.idle_s, "floor", live)["cpu_pct"]
+        repainted = asyncio.run(repaints(url, ws, live, args.repaint_s)) if args.repaint_s > 0 else None
     for kind in kinds:
         r = res[kind]
         line_table = kind == "line"
@@ -413,6 +458,11 @@ def main() -> None:
               f"datatable {b['cpu_pct'] - floor:.2f} % ({(b['cpu_pct'] - floor) / max(a['cpu_pct'] - floor, 0.01):.1f}x)")
     else:
         print(f"\n  idle CPU floor (rows painted blank): {floor:.2f} %")
+    if repainted is not None:
+        frames, lines = repainted
+        shown = ", ".join(f"{name} {n:.1f}" for name, n in list(lines.items())[:10])
+        print(f"  repainted at idle, line table, in process ({args.live} live runs ticking, {SIZE[0]}x{SIZE[1]}): "
+              f"{frames:.1f} frames/s; lines rendered per second: {shown}")
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ class RunDetail(Horizontal):
         super().__init__(**kwargs)
         self.data: RunDetailData | None = None
         self._placeholder = "no run selected"
+        self._facts_fit: tuple[int, bool] | None = None  # (width, whether the shown facts fit it unwrapped)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="run-detail-facts"):
@@ -108,7 +109,13 @@ class RunDetail(Horizontal):
         # fits unwrapped, the height is the count of lines and stays; no
         # layout of the whole screen for it (bench/console_render.py).
         same_shape = keep_place and old is not None and data is not None and len(old.facts) == len(data.facts)
-        facts.update(text, layout=not (same_shape and _fits(text, facts.content_region.width) and _fits(facts_text(old), facts.content_region.width)))
+        width = facts.content_region.width
+        # Whether the old facts fit is remembered from when they were shown: a live run's facts change every poll.
+        old_fit = self._facts_fit
+        fits = _fits(text, width)
+        self._facts_fit = (width, fits)
+        old_fits = old_fit[1] if old_fit is not None and old_fit[0] == width else old is not None and _fits(facts_text(old), width)
+        facts.update(text, layout=not (same_shape and fits and old_fits))
         if old is None or data is None or old.sections != data.sections:
             self.query_one("#run-detail-sections-body", Static).update(sections_text(data))
         if not keep_place:

@@ -176,7 +176,7 @@ class RunTable(ScrollView, can_focus=True):
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
         self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, str | None, list[Segment]]]] = {}
-        self._dirty_lines: set[int] = set()  # screen lines to repaint at the next flush
+        self._dirty_lines: set[int] = set()  # row indexes to repaint at the next flush
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
         self._marked: set[str] = set()
@@ -397,9 +397,10 @@ class RunTable(ScrollView, can_focus=True):
             return 0
         self._shown[row.key] = row
         before, after = old.shown(), row.shown()
-        n = sum(1 for a, b in zip(before, after) if a != b)
+        changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+        n = len(changed)
         if n:
-            if self._widen(row):
+            if self._widen(row, changed):
                 self._header = None
                 self._resize()
                 self.refresh()
@@ -407,10 +408,14 @@ class RunTable(ScrollView, can_focus=True):
                 self._refresh_key(row.key)
         return n
 
-    def _widen(self, row: RunRow) -> bool:
-        """Widen a column for a wider value; never narrow one (that would re-measure every row)."""
+    def _widen(self, row: RunRow, columns: Sequence[int] | None = None) -> bool:
+        """Widen a column for a wider value; never narrow one (that would re-measure every row).
+
+        `columns`: only these changed (a live row's usage or age), the others were measured before."""
         wider = False
-        for i, cell in enumerate(self._cells_of(row)):
+        cells = self._cells_of(row)
+        for i in range(len(cells)) if columns is None else columns:
+            cell = cells[i]
             if cell.cell_len > self._widths[i]:
                 self._widths[i] = cell.cell_len
                 wider = True
@@ -504,18 +509,21 @@ class RunTable(ScrollView, can_focus=True):
         self._announce()
 
     def _refresh_row_index(self, index: int) -> None:
-        # The screen line of the row (the header is line 0). `ScrollView.refresh_line`
-        # takes a line of the virtual view and would subtract the scroll a second time.
-        y = index - int(self.scroll_y) + 1
-        if 1 <= y < self.size.height:
-            self._dirty_lines.add(y)
+        # Marked by row index; the screen lines are worked out once, at the flush
+        # (a live poll marks dozens of rows: the widget's size and scroll once, not per row).
+        self._dirty_lines.add(index)
 
     def _flush_lines(self) -> None:
-        """Repaint the lines marked since the last flush, in one refresh."""
+        """Repaint the rows marked since the last flush, in one refresh."""
         if self._dirty_lines:
-            width = self.size.width
-            self.refresh(*(Region(0, y, width, 1) for y in sorted(self._dirty_lines)))
+            # The screen line of a row (the header is line 0). `ScrollView.refresh_line`
+            # takes a line of the virtual view and would subtract the scroll a second time.
+            top = int(self.scroll_y) - 1
+            width, height = self.size
+            lines = sorted(y for y in (index - top for index in self._dirty_lines) if 1 <= y < height)
             self._dirty_lines.clear()
+            if lines:
+                self.refresh(*(Region(0, y, width, 1) for y in lines))
 
     def _scroll_cursor_into_view(self) -> None:
         rows_shown = max(1, self.scrollable_content_region.height - 1)
