@@ -36,7 +36,7 @@ from swarmkit.store.models import (
     events,
     jobs,
 )
-from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers, usual_node_seconds
+from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers, node_durations
 from swarmkit.store.records import JobRecord
 
 from .errors import AmbiguousRun, FlowError, RunNotFound
@@ -194,10 +194,12 @@ OVERDUE_FLOOR_S = 5.0
 
 async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
     """When a stop asked for at `at` shows overdue: a few times the node's usual duration later."""
+    from .run_columns import usual as median_of  # one rule for a node's usual time, as the console's ETA
+
     usual = None
     if job.current_node:
         node = job.current_node
-        usual = await store.run_read(lambda c: usual_node_seconds(c, job.flow, node))
+        usual = await store.run_read(lambda c: median_of(node_durations(c, job.flow, node, job.id)))
     if usual is None:
         try:
             from .flow import parse_flow  # flows (and tomllib) load only where a run's flow is read

@@ -132,10 +132,12 @@ def node_ran_s(job: JobRecord, now: datetime) -> float | None:
 
 def usual(durations: Sequence[float], samples: int = 20) -> float | None:
     """How long a node usually takes: the median of its newest `samples` durations."""
+    recent = list(durations)[:samples]
+    if not recent:
+        return None
     import statistics  # with fractions and decimal under it: only a stopping row asks
 
-    recent = list(durations)[:samples]
-    return statistics.median(recent) if recent else None
+    return statistics.median(recent)
 
 
 def stop_eta(job: JobRecord, now: datetime, usual_s: float | None) -> str:

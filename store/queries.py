@@ -329,21 +329,6 @@ def latest_checkpoint(conn: Connection, job_id: str) -> CheckpointRecord | None:
     return CheckpointRecord(**row._mapping) if row else None
 
 
-def usual_node_seconds(conn: Connection, flow: str, node: str, limit: int = 20) -> float | None:
-    """How long `node` of `flow` usually takes: the median of its last `limit` completions
-    (each checkpoint's time less the one before it in the same run), or None with no history."""
-    done, before = checkpoints.alias("done"), checkpoints.alias("before")
-    stmt = (
-        select(before.c.created_at, done.c.created_at)
-        .select_from(done.join(before, and_(before.c.job_id == done.c.job_id, before.c.step == done.c.step - 1)).join(jobs, jobs.c.id == done.c.job_id))
-        .where(jobs.c.flow == flow, done.c.node == node)
-        .order_by(done.c.id.desc())
-        .limit(limit)
-    )
-    spans = sorted((b - a).total_seconds() for a, b in conn.execute(stmt) if a is not None and b is not None)
-    return spans[len(spans) // 2] if spans else None
-
-
 def live_workers(conn: Connection, lease_s: float) -> list[WorkerRecord]:
     """Workers that have not stopped and heart-beat within the lease (on the store's clock)."""
     sqlite = conn.dialect.name == "sqlite"

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from swarmkit.console.poller import Poller
 from swarmkit.console.store_link import StoreLink
+from swarmkit.runtime.run_columns import usual as median_of
 from swarmkit.store import Store
 from swarmkit.store.clock import store_now
-from swarmkit.store.queries import list_jobs, shown_running_counts, usual_node_seconds
+from swarmkit.store.queries import list_jobs, node_durations, shown_running_counts
 from swarmkit.store.records import STALL_AFTER
 
 from .conftest import Cli, hold, release, wait_for, write_flow
@@ -83,7 +84,7 @@ def test_a_stop_not_taken_in_a_few_times_its_nodes_usual_time_shows_stop_overdue
     async def usual():
         store = await Store.open(cli.store_url, cli.workspace)
         try:
-            return await store.run_read(lambda c: usual_node_seconds(c, "hist", "work"))
+            return await store.run_read(lambda c: median_of(node_durations(c, "hist", "work")))
         finally:
             await store.close()
 
