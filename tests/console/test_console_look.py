@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from console_helpers import until
 from textual.color import Color
 from textual.theme import BUILTIN_THEMES
 
@@ -53,7 +54,7 @@ async def test_the_theme_chosen_is_kept_and_theme_names_one_for_this_session(sam
         await settle(pilot)
         assert app.theme == "textual-dark"
         app.theme = "textual-light"  # what the palette's theme picker does
-        await pilot.pause(0.2)
+        await until(pilot, lambda: settings_path().exists() and "textual-light" in settings_path().read_text(), what="the choice saved")
         stopping = app.screen.query_one(RunTable).get_cell(run_id("stopping"), "status")
     assert json.loads(settings_path().read_text())["theme"] == "textual-light"
     # The table's cells took the new theme's colours.
@@ -93,12 +94,10 @@ async def test_80x24_shows_a_dozen_rows_the_essential_keys_and_d_brings_the_deta
         for shown in ("q Quit", "? Help", "e ", "d ", "/ ", "l ", "s ", "r ", "c ", "a "):
             assert shown in keys, f"{shown!r} missing from the footer: {keys!r}"
         await pilot.press("d")
-        await pilot.pause(0.2)
-        assert detail.display and detail.size.height >= 8
+        await until(pilot, lambda: detail.display and detail.size.height >= 8, what="the detail pane back")
         assert table.size.height - 1 >= 6
         await pilot.press("d")
-        await pilot.pause(0.1)
-        assert not detail.display
+        await until(pilot, lambda: not detail.display, what="the detail pane hidden again")
 
 
 async def test_200x60_the_table_and_the_detail_grow_with_the_terminal(sample, monkeypatch):

@@ -137,9 +137,9 @@ async def test_toasts_cover_only_the_message_line_and_the_footer(sqlite_url, wor
             assert screen.query_one(RunTable).select(run)
             await pilot.press("s")  # two lines of words
             await until(pilot, lambda: screen.query("Toast"), what="a toast")
-            await pilot.pause(0.2)
             await pilot.press("y")
-            await pilot.pause(0.2)
+            await until(pilot, lambda: screen.last_message.startswith("copied the run id") and screen.query("Toast"), what="the second toast")
+            await pilot.pause()  # the first toast's removal is processed
             toasts = screen.query("Toast")
             assert len(toasts) == 1, "one toast at a time"
             toast = toasts.first().region
