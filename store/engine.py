@@ -324,7 +324,19 @@ def make_engine(
     )
     if loc.pgbouncer:
         _install_per_transaction_settings(engine, loc.schema)
+    _install_broken_protocol_hook(engine)
     return engine
+
+
+def _install_broken_protocol_hook(engine: AsyncEngine) -> None:
+    # A connection killed mid-query can leave asyncpg's protocol half-way through an
+    # operation ("cannot switch to state 12; another operation (2) is in progress"). The
+    # dialect does not call that a disconnect, so the pool would hand the same broken
+    # connection out again, and with one connection a lane there is no other: call it one.
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def _on_error(ctx):
+        if type(ctx.original_exception).__name__ == "InternalClientError":
+            ctx.is_disconnect = True
 
 
 # One round trip at each BEGIN, transaction-local (`is_local`): what a direct
