@@ -19,7 +19,7 @@ from swarmkit.store import Store
 from swarmkit.store.queries import workspaces_for
 from swarmkit.widgets.confirm_dialog import ConfirmDialog
 from swarmkit.widgets.run_table import RunTable
-from tests.conftest import write_flow
+from tests.conftest import ALSO_PGBOUNCER, write_flow
 
 
 def flows(ws: Path) -> dict[str, Path]:
@@ -67,6 +67,7 @@ async def workspace_states(store_url: str, ws: Path, run_id: str) -> list[str]:
         await store.close()
 
 
+@ALSO_PGBOUNCER
 async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
     f = flows(workspace)
     await init_store(store_url, workspace)
