@@ -180,6 +180,16 @@ def _steer_five(cli: Cli, workspace: Path, ids: list[str], gates: Path) -> None:
     wait_for(lambda: all(job(cli.store_url, workspace, i).status == "completed" for i in ids if i != cancelled), timeout=30, what="the others to complete")
 
 
+def test_a_store_url_behind_pgbouncer_without_the_flag_says_to_add_it(pgbouncer: PgBouncer, pg_url: str, workspace: Path):
+    """Behind PgBouncer without `pgbouncer=true`, the startup parameters it refuses are not the message:
+    what to add to the URL is."""
+    Cli(pg_url, workspace).call("db", "upgrade", check=True)  # the store exists: only the URL is wrong
+    res = Cli(f"{pgbouncer.dsn}?schema={schema_of(pg_url)}", workspace).run("status", env=ENV, timeout=60)
+    assert res.returncode != 0
+    assert "pgbouncer=true" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
 # --- connection counts -----------------------------------------------------------------------
 
 
