@@ -42,7 +42,7 @@ from tests.reliability import (
 from tests.stress.flows import make_flows, read_ledger
 from tests.stress.harness import RunFacts
 
-from .conftest import ALSO_PGBOUNCER, Cli, write_flow
+from .conftest import Cli, write_flow
 from .helpers import job
 
 TERMINAL = ("completed", "failed", "faulted", "cancelled")
@@ -670,7 +670,6 @@ def _shown(cli: Cli, rid: str, timeout: float) -> str:
     return json.loads(r.stdout)["status"]
 
 
-@ALSO_PGBOUNCER
 def test_a_host_frozen_inside_a_write_transaction_does_not_freeze_the_store(store_url: str, cli: Cli, tmp_path: Path):
     """A host paused (SIGSTOP, a frozen VM, a debugger) while it holds a write transaction: readers
     carry on, and its run is still marked lost within a bound. PostgreSQL can do this: the server may

@@ -28,10 +28,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.reliability import console_argv, kill_group_of, pg_dsn, tcp_ports_of
+from tests.reliability import console_argv, console_in_process, kill_group_of, pg_dsn, tcp_ports_of
 
 from .conftest import Cli, child_env, hold, release, require_pgbouncer, wait_for, write_flow
-from .helpers import job
+from .helpers import job, read
 from .pgbouncer_instance import PgBouncer
 
 HOST = "pgb-test-host"  # SWARMKIT_HOST of every process started here: application_name carries it
@@ -116,6 +116,19 @@ class Sampler:
     def __exit__(self, *exc: object) -> None:
         self._done.set()
         self._thread.join(10)
+
+
+def rows(store_url: str, workspace: Path, ids: list[str]) -> dict[str, tuple]:
+    """run id -> (status, current_node, pid), in one look (a store opened per run is slow beside ten runs)."""
+    from sqlalchemy import select
+
+    from swarmkit.store.models import jobs
+
+    async def fn(conn):
+        got = await conn.execute(select(jobs.c.id, jobs.c.status, jobs.c.current_node, jobs.c.pid).where(jobs.c.id.in_(ids)))
+        return {r[0]: tuple(r[1:]) for r in got}
+
+    return read(store_url, workspace, fn)
 
 
 def end(*procs: subprocess.Popen) -> None:
@@ -203,10 +216,7 @@ TEN = """
     command = "for i in 1 2 3 4 5; do echo b $i; sleep 0.05; done"
     [[agents]]
     name = "c"
-    command = "echo c; sleep 0.2"
-    [[agents]]
-    name = "d"
-    command = "for i in 1 2 3; do echo d $i; done"
+    command = "echo c"
 """
 
 
@@ -221,7 +231,8 @@ def test_a_worker_hosting_ten_runs_holds_at_most_two_server_connections(via: str
     pg = Backends()
     with own_pgbouncer() if via == "pgbouncer" else _nothing() as pgb:
         url = pgb.url(schema_of(pg_url)) if pgb else pg_url
-        worker = Cli(url, workspace).start("worker", "--concurrency", "10", env=ENV)
+        # A longer lease than FAST_ENV's 2 s: ten runs renewing on a loaded 2-CPU machine are not the point here.
+        worker = Cli(url, workspace).start("worker", "--concurrency", "10", env={**ENV, "SWARMKIT_LEASE": "10"})
 
         def sample() -> dict[str, int]:
             mine = pg.of(worker.pid)
@@ -233,14 +244,18 @@ def test_a_worker_hosting_ten_runs_holds_at_most_two_server_connections(via: str
 
         try:
             with Sampler(sample) as sampler:
-                wait_for(lambda: all(job(pg_url, workspace, i).current_node == "a" for i in ids), what="all ten running a")
+                wait_for(lambda: all(r[1] == "a" for r in rows(pg_url, workspace, ids).values()), what="all ten running a")
                 time.sleep(0.5)  # heartbeats of ten held runs
                 release(gates, "go")
-                wait_for(lambda: all(job(pg_url, workspace, i).status == "completed" for i in ids), timeout=40, what="all ten to complete")
+                try:
+                    wait_for(lambda: all(r[0] == "completed" for r in rows(pg_url, workspace, ids).values()), timeout=40, what="all ten to complete")
+                except AssertionError:
+                    end(worker)
+                    raise AssertionError(f"{rows(pg_url, workspace, ids)}\n{worker.stderr.read()[-3000:]}")
         finally:
             end(worker)
             pg.close()
-    assert len({job(pg_url, workspace, i).pid for i in ids}) == 1, "one worker hosted all ten"
+    assert len({r[2] for r in rows(pg_url, workspace, ids).values()}) == 1, "one worker hosted all ten"
     samples = sampler.samples
     assert len(samples) > 20, f"too few samples ({len(samples)}; {sampler.errors[:3]})"
     peak = {k: max(s[k] for s in samples) for k in samples[0]}
@@ -281,13 +296,14 @@ def test_a_one_shot_verb_and_the_console_once_use_one_connection(pg_url: str, wo
     rid = Cli(pg_url, workspace).call("run", "--detach", str(flow), check=True).stdout.strip()
     with own_pgbouncer() as pgb:
         cli = Cli(pgb.url(schema_of(pg_url)), workspace)
-        for argv in (["status"], ["status", rid[:8], "--json"], ["stop", rid[:8]]):
+        # In this process, through the verbs' own main()s: what they open is the point, not their start-up.
+        for argv in (["status"], ["stop", rid[:8]]):
             before = len(pgb.log_text())
-            res = cli.run(*argv, env=ENV)
+            res = cli.call(*argv, env=ENV)
             assert res.returncode == 0, res.stderr
             assert peak_clients(pgb.log_text()[before:], pgb.dbname)[0] == 1, f"swarmkit {' '.join(argv)}"
         before = len(pgb.log_text())
-        once = subprocess.run(console_argv(cli.store_url, "--once", str(workspace)), cwd=workspace, env=child_env(ENV), capture_output=True, text=True, timeout=60)
+        once = console_in_process(cli.store_url, "--once", str(workspace), cwd=workspace)
         assert once.returncode == 0 and rid[:8] in once.stdout, once.stderr
         assert peak_clients(pgb.log_text()[before:], pgb.dbname)[0] == 1, "swarmkit-console --once"
 
