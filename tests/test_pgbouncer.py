@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.console.console_helpers import submit
 from tests.reliability import console_argv, console_in_process, kill_group_of, pg_dsn, tcp_ports_of
 
 from .conftest import Cli, child_env, hold, release, require_pgbouncer, wait_for, write_flow
@@ -36,6 +37,14 @@ from .pgbouncer_instance import PgBouncer
 
 HOST = "pgb-test-host"  # SWARMKIT_HOST of every process started here: application_name carries it
 ENV = {"SWARMKIT_HOST": HOST}
+# For workers hosting many runs at once: FAST_ENV's 2 s lease is missed on a loaded 2-CPU machine,
+# and leases are not what these tests are about.
+LONG_LEASE = {**ENV, "SWARMKIT_LEASE": "10"}
+
+
+def queue(store_url: str, workspace: Path, flow: Path, count: int) -> list[str]:
+    """Queue `count` runs of a flow, in one store session (what `swarmkit run --detach` does, without its start-up)."""
+    return asyncio.run(submit(store_url, workspace, flow, count=count))
 
 
 def schema_of(url: str) -> str:
@@ -131,6 +140,17 @@ def rows(store_url: str, workspace: Path, ids: list[str]) -> dict[str, tuple]:
     return read(store_url, workspace, fn)
 
 
+@contextmanager
+def told_by(proc: subprocess.Popen, state: Callable[[], object] = lambda: "") -> Iterator[None]:
+    """A failed wait says what the process (a worker) said on stderr, and `state()` then."""
+    try:
+        yield
+    except AssertionError as exc:
+        end(proc)
+        said = proc.stderr.read()[-3000:] if proc.stderr else ""
+        raise AssertionError(f"{exc}\n{state()}\n{proc.args[3]} said:\n{said}") from None
+
+
 def end(*procs: subprocess.Popen) -> None:
     """SIGKILL each process group this test started (a worker's agents with it), and reap it."""
     for p in procs:
@@ -158,13 +178,11 @@ def test_a_worker_hosts_five_runs_through_pgbouncer_one_stopped_and_resumed_one_
         name = "c"
         command = "{mark}; echo c"
     """)
-    ids = [cli.call("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(5)]
-    worker = cli.start("worker", "--concurrency", "5", env=ENV)
+    ids = queue(cli.store_url, workspace, flow, 5)
+    worker = cli.start("worker", "--concurrency", "5", env=LONG_LEASE)
     try:
-        _steer_five(cli, workspace, ids, gates)
-    except AssertionError as exc:
-        end(worker)
-        raise AssertionError(f"{exc}\nworker said:\n{worker.stderr.read()[-3000:] if worker.stderr else ''}") from None
+        with told_by(worker):
+            _steer_five(cli, workspace, ids, gates)
     finally:
         end(worker)
     _, errs = worker.communicate(timeout=10)
@@ -226,13 +244,11 @@ def test_a_worker_hosting_ten_runs_holds_at_most_two_server_connections(via: str
     nor more than 2 clients on the pooler and 2 server connections behind it (through PgBouncer)."""
     gates = tmp_path / "gates"
     flow = write_flow(tmp_path, "busy", TEN.format(hold=hold(gates, "go")))
-    setup = Cli(pg_url, workspace)  # runs are queued directly: only the worker goes through the pooler
-    ids = [setup.call("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(10)]
+    ids = queue(pg_url, workspace, flow, 10)  # directly: only the worker goes through the pooler
     pg = Backends()
     with own_pgbouncer() if via == "pgbouncer" else _nothing() as pgb:
         url = pgb.url(schema_of(pg_url)) if pgb else pg_url
-        # A longer lease than FAST_ENV's 2 s: ten runs renewing on a loaded 2-CPU machine are not the point here.
-        worker = Cli(url, workspace).start("worker", "--concurrency", "10", env={**ENV, "SWARMKIT_LEASE": "10"})
+        worker = Cli(url, workspace).start("worker", "--concurrency", "10", env=LONG_LEASE)
 
         def sample() -> dict[str, int]:
             mine = pg.of(worker.pid)
@@ -247,11 +263,8 @@ def test_a_worker_hosting_ten_runs_holds_at_most_two_server_connections(via: str
                 wait_for(lambda: all(r[1] == "a" for r in rows(pg_url, workspace, ids).values()), what="all ten running a")
                 time.sleep(0.5)  # heartbeats of ten held runs
                 release(gates, "go")
-                try:
+                with told_by(worker, lambda: rows(pg_url, workspace, ids)):
                     wait_for(lambda: all(r[0] == "completed" for r in rows(pg_url, workspace, ids).values()), timeout=40, what="all ten to complete")
-                except AssertionError:
-                    end(worker)
-                    raise AssertionError(f"{rows(pg_url, workspace, ids)}\n{worker.stderr.read()[-3000:]}")
         finally:
             end(worker)
             pg.close()
@@ -293,7 +306,7 @@ def test_a_one_shot_verb_and_the_console_once_use_one_connection(pg_url: str, wo
     """Counted on PgBouncer's own log (every client's login and close): a one-shot verb opens at most
     1 connection at a time, however short-lived it is."""
     flow = write_flow(tmp_path, "one", 'name = "one"\n[[agents]]\nname = "a"\ncommand = "echo hi"\n')
-    rid = Cli(pg_url, workspace).call("run", "--detach", str(flow), check=True).stdout.strip()
+    (rid,) = queue(pg_url, workspace, flow, 1)
     with own_pgbouncer() as pgb:
         cli = Cli(pgb.url(schema_of(pg_url)), workspace)
         # In this process, through the verbs' own main()s: what they open is the point, not their start-up.
@@ -340,7 +353,7 @@ def test_every_process_is_named_and_keeps_to_its_connection_budget(via: str, req
     the worker and serve hold at most 2 connections, the console and the cli verb 1."""
     gates = tmp_path / "gates"
     flow = write_flow(tmp_path, "held", f'name = "held"\n[[agents]]\nname = "a"\ncommand = "{hold(gates, "go")}"\n')
-    rid = Cli(pg_url, workspace).call("run", "--detach", str(flow), check=True).stdout.strip()
+    (rid,) = queue(pg_url, workspace, flow, 1)
     pgb: PgBouncer | None = request.getfixturevalue("pgbouncer") if via == "pgbouncer" else None
     url = pgb.url(schema_of(pg_url)) if pgb else pg_url
     cli = Cli(url, workspace)
@@ -408,7 +421,7 @@ def test_a_transaction_left_idle_behind_pgbouncer_is_ended_by_the_server(pgbounc
     in the transaction itself (a session setting would not survive transaction pooling). Its row is
     free again: a stop from another process goes through."""
     flow = write_flow(tmp_path, "one", 'name = "one"\n[[agents]]\nname = "a"\ncommand = "true"\n')
-    rid = Cli(pg_url, workspace).call("run", "--detach", str(flow), check=True).stdout.strip()
+    (rid,) = queue(pg_url, workspace, flow, 1)
     url = pgbouncer.url(schema_of(pg_url))
     pg = Backends()
     frozen = subprocess.Popen([sys.executable, "-c", FROZEN, url, str(workspace), rid], cwd=workspace, env=child_env(), stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -438,12 +451,13 @@ def test_a_one_connection_pool_serves_a_worker_and_keeps_no_session_state(pg_url
     flow = write_flow(tmp_path, "three", "".join(
         ['name = "three"\n'] + [f'[[agents]]\nname = "n{i}"\ncommand = "echo {i}; sleep 0.05"\n' for i in range(3)]
     ))
-    ids = [Cli(pg_url, workspace).call("run", "--detach", str(flow), check=True).stdout.strip() for _ in range(3)]
+    ids = queue(pg_url, workspace, flow, 3)
     plain = _session_settings(pg_dsn())
     with own_pgbouncer(pool_size=1) as pgb:
         worker = Cli(pgb.url(schema_of(pg_url)), workspace).start("worker", "--concurrency", "3", env=ENV)
         try:
-            wait_for(lambda: all(job(pg_url, workspace, i).status == "completed" for i in ids), timeout=40, what="three runs on one server connection")
+            with told_by(worker, lambda: rows(pg_url, workspace, ids)):
+                wait_for(lambda: all(r[0] == "completed" for r in rows(pg_url, workspace, ids).values()), timeout=40, what="three runs on one server connection")
             worker.send_signal(signal.SIGTERM)  # a clean exit: the pooler keeps the server connection it served
             worker.wait(timeout=30)
         finally:
