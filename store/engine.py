@@ -258,6 +258,8 @@ def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
 
 
 PG_IDLE_IN_TRANSACTION_MS = 5000
+# Longer than any Swarmkit transaction, short enough that a wedged connection is reported.
+POOL_TIMEOUT_S = 60.0
 
 
 def make_engine(
@@ -317,8 +319,7 @@ def make_engine(
         connect_args=connect_args,
         pool_size=max(1, connections),
         max_overflow=0,
-        # Longer than any Swarmkit transaction, short enough that a wedged connection is reported.
-        pool_timeout=60,
+        pool_timeout=POOL_TIMEOUT_S,
         pool_pre_ping=True,
     )
     if loc.pgbouncer:

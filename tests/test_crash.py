@@ -227,11 +227,15 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
                 assert res.ok and "(was lost)" in res.message, res.message
                 resumed_ways["resume + worker"] += 1
         worker2 = cli.start("worker", "--concurrency", "4", str(cli.workspace))
+        ended = False
         try:
             wait_until(lambda: all(s in TERMINAL for s in looked_at(cli, ids).values()), timeout=90, interval=0.2, what="every resumed run to end")
+            ended = True
         finally:
             worker2.send_signal(signal.SIGTERM)
-            worker2.communicate(timeout=30)
+            out, err = worker2.communicate(timeout=30)
+            if not ended:
+                print(f"runs: {looked_at(cli, ids)}\nthe second worker said:\n{out[-3000:]}{err[-3000:]}")
         check_integrity(cli)
         final = snapshot(cli.store_url, cli.workspace, ids)
         facts = facts_for(cli, flows, ledger, plan)
@@ -243,8 +247,15 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
             post = [(c["step"], c["state"], c["epoch"]) for c in final["checkpoints"][i]]
             assert post[: len(pre)] == pre, f"{i[:8]}: checkpoints before the kill changed"
             cps = final["checkpoints"][i]
-            assert (cps[-1]["state"], row.tokens, row.cost, row.step) == refs[plan[i]], f"{i[:8]}: final state differs from the uninterrupted run"
             f = facts[i]
+            ref_state, ref_tokens, ref_cost, ref_step = refs[plan[i]]
+            assert (cps[-1]["state"], row.step) == (ref_state, ref_step), f"{i[:8]}: final state differs from the uninterrupted run"
+            # A node the dead host finished but never checkpointed ran again on resume; its first run's
+            # usage (5 tokens, $0.125 a call node) may already have been on the row by a heartbeat: both were paid for.
+            redone = sum(1 for x in f.execs if x.epoch == 1 and x.t_end is not None and x.step >= before["jobs"][i].step)
+            extra = row.tokens - ref_tokens
+            assert extra in range(0, 5 * redone + 1, 5), f"{i[:8]}: {row.tokens} tokens, the uninterrupted run {ref_tokens} ({redone} nodes redone)"
+            assert row.cost == pytest.approx(ref_cost + extra / 5 * 0.125), f"{i[:8]}: cost {row.cost}, the uninterrupted run {ref_cost}"
             problems = f.check_structure(True) + f.check_executions(__import__("collections").Counter()) + f.check_workspaces(cli.workspace / ".swarmkit" / "runs")
             assert not problems, (i[:8], problems)
             # A node checkpointed before the kill never ran again.
