@@ -129,7 +129,6 @@ def test_a_stopped_run_resumes_through_run_resume_and_does_not_stop_again(cli: C
     assert acts.count("run.resumed") == 1
 
 
-@ALSO_PGBOUNCER
 def test_a_stopped_run_resumes_through_a_worker_after_a_queue_resume(cli: Cli, tmp_path: Path):
     marks = tmp_path / "marks"
     flow = slow_flow(tmp_path, marks)

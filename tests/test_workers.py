@@ -22,7 +22,6 @@ def stop_worker(proc: subprocess.Popen) -> None:
             proc.communicate()
 
 
-@ALSO_PGBOUNCER
 def test_a_worker_hosting_three_runs_stops_one_and_completes_the_others(cli: Cli, tmp_path: Path):
     gates = tmp_path / "gates"
     agents = "".join(f'[[agents]]\nname = "s{i}"\ncommand = "{hold(gates, "go") if i == 1 else "true"}; echo step {i}"\n' for i in range(4))
