@@ -73,11 +73,48 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request, workspace: Path):
-    """A store URL for an empty store: a SQLite file, or a fresh PostgreSQL schema."""
+    """A store URL for an empty store: a SQLite file, or a fresh PostgreSQL schema (direct, or through
+    the session's PgBouncer for the tests marked ALSO_PGBOUNCER)."""
     if request.param == "sqlite":
         yield f"sqlite:///{workspace}/.swarmkit/store.db"
         return
+    if request.param == "pgbouncer":
+        yield from _pg_schema(request.getfixturevalue("pgbouncer"))
+        return
     yield from _pg_schema()
+
+
+# The store tests issue 15 names also run through a real PgBouncer in transaction mode; the rest of
+# the suite does not (its time is bounded).
+ALSO_PGBOUNCER = pytest.mark.parametrize("store_url", ["sqlite", "postgresql", "pgbouncer"], indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer():
+    """A PgBouncer of the session's own (tests/pgbouncer_instance.py) in front of the test PostgreSQL."""
+    from .pgbouncer_instance import PgBouncer
+
+    require_pgbouncer()
+    with PgBouncer() as pgb:
+        yield pgb
+
+
+def require_pgbouncer() -> None:
+    """Skip (fail under CI) where PostgreSQL does not answer or no PgBouncer can be started."""
+    from .pgbouncer_instance import pgbouncer_missing
+
+    require_pg()
+    reason = pgbouncer_missing()
+    if reason:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def pgbouncer_url(pgbouncer):
+    """A fresh PostgreSQL schema, reached through the session's PgBouncer."""
+    yield from _pg_schema(pgbouncer)
 
 
 @pytest.fixture
@@ -86,12 +123,12 @@ def pg_url():
     yield from _pg_schema()
 
 
-def _pg_schema():
-    """The URL of a schema of its own on the test server, dropped afterwards."""
+def _pg_schema(pgbouncer=None):
+    """The URL of a schema of its own on the test server (through `pgbouncer` if given), dropped afterwards."""
     require_pg()
     schema = "t_" + uuid.uuid4().hex[:12]
     sep = "&" if "?" in PG_BASE else "?"
-    yield f"{PG_BASE}{sep}schema={schema}"
+    yield pgbouncer.url(schema) if pgbouncer else f"{PG_BASE}{sep}schema={schema}"
     try:
         _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     except Exception:

@@ -20,7 +20,7 @@ from swarmkit.store import Store
 from swarmkit.store.models import JOB_COLUMNS, jobs
 from tests.reliability import console_in_process
 
-from .conftest import Cli, child_env, hold, release, wait_for, write_flow
+from .conftest import ALSO_PGBOUNCER, Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, events, group_alive, job, workspaces
 
 ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
@@ -152,6 +152,7 @@ def test_stop_twice_rereports_and_resume_clears(cli: Cli, tmp_path: Path):
     assert len(stops) == 1, "a second stop does not stack"
 
 
+@ALSO_PGBOUNCER
 def test_cancel_interrupts_a_long_command_and_leaves_no_process(cli: Cli, tmp_path: Path):
     pidfile = tmp_path / "pid"
     flow = write_flow(

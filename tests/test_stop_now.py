@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Cli, release, wait_for, write_flow
+from .conftest import ALSO_PGBOUNCER, Cli, release, wait_for, write_flow
 from .helpers import audit, checkpoints, events, job, pid_alive
 from .test_stop_resume import start_foreground
 
 
+@ALSO_PGBOUNCER
 def test_stop_now_interrupts_a_command_agent_and_resume_runs_the_node_again(cli: Cli, tmp_path: Path):
     marks, gates = tmp_path / "marks", tmp_path / "gates"
     marks.mkdir()

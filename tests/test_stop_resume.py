@@ -15,7 +15,7 @@ from swarmkit.runtime.executor import RunHost
 from swarmkit.runtime.flow import parse_flow
 from swarmkit.store import Store
 
-from .conftest import Cli, child_env, hold, release, wait_for, write_flow
+from .conftest import ALSO_PGBOUNCER, Cli, child_env, hold, release, wait_for, write_flow
 from .helpers import audit, checkpoints, events, job
 
 
@@ -40,6 +40,7 @@ def start_foreground(cli: Cli, flow: Path) -> tuple:
     return proc, short
 
 
+@ALSO_PGBOUNCER
 def test_stop_from_another_process_parks_the_run_at_the_next_boundary(cli: Cli, tmp_path: Path):
     marks = tmp_path / "marks"
     flow = slow_flow(tmp_path, marks)

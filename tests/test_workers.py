@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .conftest import Cli, hold, release, wait_for, write_flow
+from .conftest import ALSO_PGBOUNCER, Cli, hold, release, wait_for, write_flow
 from .helpers import checkpoints, events, job
 
 
@@ -149,6 +149,7 @@ def test_approve_records_the_gate_and_a_worker_finishes_the_run(cli: Cli, tmp_pa
     assert texts == ["ready", "shipped"], "the gate runs once, after approval"
 
 
+@ALSO_PGBOUNCER
 def test_logs_follow_until_the_run_ends(cli: Cli, tmp_path: Path):
     flow = write_flow(tmp_path, "talk", 'name = "talk"\n[[agents]]\nname = "say"\ncommand = "for i in 1 2 3 4 5; do echo line $i; sleep 0.2; done"\n')
     run = cli.start("run", str(flow))

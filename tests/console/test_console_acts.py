@@ -19,7 +19,7 @@ from swarmkit.store import Store
 from swarmkit.store.queries import workspaces_for
 from swarmkit.widgets.confirm_dialog import ConfirmDialog
 from swarmkit.widgets.run_table import RunTable
-from tests.conftest import write_flow
+from tests.conftest import ALSO_PGBOUNCER, write_flow
 
 
 def flows(ws: Path) -> dict[str, Path]:
@@ -67,6 +67,7 @@ async def workspace_states(store_url: str, ws: Path, run_id: str) -> list[str]:
         await store.close()
 
 
+@ALSO_PGBOUNCER
 async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
     f = flows(workspace)
     await init_store(store_url, workspace)
@@ -85,12 +86,13 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         assert table.select(stopper)
         await pilot.press("s")
         await until(pilot, lambda: status_cell(app, stopper) == "stopping", what="stopping")
-        assert screen.last_message.startswith(f"stop requested for {stopper[:8]}")
+        # The poll may show the flag before the act's own message is set: wait for the message too.
+        await until(pilot, lambda: screen.last_message.startswith(f"stop requested for {stopper[:8]}"), what="the stop's message")
         await until(pilot, lambda: status_cell(app, stopper) == "stopped", what="stopped")
         assert screen.jobs[stopper].stop_requested_by == "tester@ci"
         await pilot.press("r")
         await until(pilot, lambda: status_cell(app, stopper) in ("queued", "running", "completed"), what="resumed")
-        assert "queued (was stopped)" in screen.last_message
+        await until(pilot, lambda: "queued (was stopped)" in screen.last_message, what="the resume's message")
 
         # c: asks first, naming the run, its status and the workspace to be destroyed.
         run_dir = workspace / ".swarmkit" / "runs" / cancel_destroy
@@ -130,7 +132,7 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         assert (await job_of(store_url, workspace, gated)).status == "deferred"  # nothing yet: it asks first
         await pilot.click("#choice-go")
         await until(pilot, lambda: status_cell(app, gated) in ("queued", "running", "completed"), what="approved")
-        assert "approved 'ship'" in screen.last_message
+        await until(pilot, lambda: "approved 'ship'" in screen.last_message, what="the approval's message")
         await until(pilot, lambda: status_cell(app, gated) == "completed", what="completed after approval")
         assert table.selected_key == gated  # it moved among the ended runs, the cursor with it
 
