@@ -1,14 +1,16 @@
 """Fleet: N `swarmkit worker` processes on one PostgreSQL, directly and through a PgBouncer in transaction mode.
 
-    python bench/fleet.py [--workers 1,10,50] [--mode direct,pgbouncer] [--concurrency 3] [--runs 10]
-                          [--agents 4] [--agent-s 0.2] [--stops 10] [--pg-url URL | --own-server] [--smoke]
+    python bench/fleet.py [--workers 1,10,50] [--mode direct,pgbouncer] [--concurrency 3] [--runs 3]
+                          [--min-runs 12] [--agents 3] [--agent-s 0.2] [--stop-share 0.1]
+                          [--pg-url URL | --own-server] [--json PATH] [--smoke]
 
 For each mode and fleet size: a schema of its own (dropped afterwards), the
-workers started and registered, then `--runs` runs a worker queued, each of
-`--agents` command agents (`sleep AGENT_S` and `true` in turn), and
-`--stops` of them stopped with control.stop while they run. One row each:
+workers started and registered, then `--runs` runs a worker queued (at least
+`--min-runs`), each of `--agents` command agents (`sleep AGENT_S` and `true`
+in turn), and `--stop-share` of them stopped with control.stop while they
+run. One row each:
 
-  runs/s       completed runs over the store's span, first submit to last end
+  runs/s       completed runs over the store's span, first claim to last end
   server conns peak of the server connections the fleet holds (pg_stat_activity,
                matched to the workers' sockets, or PgBouncer's), and of those not idle
   client conns through PgBouncer: peak of the workers' connections to it
@@ -35,6 +37,7 @@ import random
 import signal
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,11 +54,14 @@ from tests.pg_instance import PgInstance
 from tests.pgbouncer_instance import PgBouncer
 
 # The worker CLI, keeping every sample its host_metrics histograms observe (they keep only buckets),
-# written to the file named before the verb when the worker exits.
+# written to the file named before the verb when the worker exits. It imports what a worker needs, says
+# so (PATH.ready) and waits for the gate file before it opens the store: fifty workers starting take
+# tens of seconds of CPU, and the first ones up would have the queue to themselves meanwhile.
 RECORDING_WORKER = """
-import atexit, json, sys
+import atexit, json, os, sys, time
 from swarmkit.runtime import host_metrics
-path = sys.argv.pop(1)
+import swarmkit.runtime.cli.worker, swarmkit.runtime.worker, sqlalchemy.dialects.postgresql.asyncpg
+path, gate = sys.argv.pop(1), sys.argv.pop(1)
 kept = {"boundary": [], "stop_reaction": []}
 for hist, into in ((host_metrics.BOUNDARY, kept["boundary"]), (host_metrics.STOP_REACTION, kept["stop_reaction"])):
     def observe(value, _observe=hist.observe, _into=into):
@@ -63,6 +69,9 @@ for hist, into in ((host_metrics.BOUNDARY, kept["boundary"]), (host_metrics.STOP
         _observe(value)
     hist.observe = observe
 atexit.register(lambda: open(path, "w").write(json.dumps(kept)))
+open(path + ".ready", "w").close()
+while not os.path.exists(gate):
+    time.sleep(0.05)
 from swarmkit.runtime.cli import main
 sys.exit(main())
 """
@@ -90,6 +99,11 @@ class Row:
     warnings: int = 0
     examples: list[str] = field(default_factory=list)
     skipped: str | None = None
+    submit_s: float = float("nan")
+    span_s: float = float("nan")
+    up_s: float = float("nan")
+    samples: list[str] = field(default_factory=list)
+    pids: list[int] = field(default_factory=list)
 
     @property
     def lost(self) -> int:
@@ -169,44 +183,64 @@ def _flow_file(ws: str, agents: int, agent_s: float) -> Path:
     return path
 
 
-async def _registered(store: Store, load: T.Workload, n: int, timeout: float = 180.0) -> None:
+async def _until_all(load: T.Workload, count: Callable[[], Awaitable[int]], what: str, timeout: float = 180.0) -> None:
+    """Until `count()` reaches the fleet's size; an error naming the first worker that exited meanwhile."""
+    n = len(load.procs)
     deadline = time.monotonic() + timeout
     while True:
-        async with store.read() as conn:
-            seen = int(await conn.scalar(select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None))) or 0)
+        seen = await count()
         if seen >= n:
             return
         dead = [i for i, p in enumerate(load.procs) if p.poll() is not None]
         if dead or time.monotonic() > deadline:
             tail = load.logs[dead[0]].read_text(errors="replace")[-1500:] if dead else ""
-            raise RuntimeError(f"{seen} of {n} workers registered; {len(dead)} exited{': ' + tail if tail else ''}")
-        await asyncio.sleep(0.2)
+            raise RuntimeError(f"{seen} of {n} workers {what}; {len(dead)} exited{': ' + tail if tail else ''}")
+        await asyncio.sleep(0.1)
+
+
+async def _registered(store: Store) -> int:
+    async with store.read() as conn:
+        return int(await conn.scalar(select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None))) or 0)
 
 
 async def _stopper(store: Store, flow_steps: int, stops: int, row: Row) -> None:
-    """Stop `stops` running runs, one at a time, each at least one agent before its last (so a boundary follows)."""
+    """Stop `stops` running runs, one at a time, each in its first agents (so a boundary follows even if
+    the bench, starved of CPU, acts a few seconds after it looked)."""
     rng = random.Random(15)
     while row.stops_asked < stops:
         async with store.read() as conn:
             ids = list(await conn.scalars(select(jobs.c.id).where(
-                jobs.c.status == "running", jobs.c.stop_requested_at.is_(None), jobs.c.step < flow_steps - 1
+                jobs.c.status == "running", jobs.c.stop_requested_at.is_(None), jobs.c.step < max(1, flow_steps - 2)
             ).limit(50)))
         if ids:
             res = await control.stop(store, rng.choice(ids), actor="bench")
             row.stops_asked += int(res.changed)
-        await asyncio.sleep(0.1 + rng.uniform(0, 0.2))
+        await asyncio.sleep(rng.uniform(0.05, 0.15))
 
 
-async def _measure(store: Store, ws: str, args, row: Row, load: T.Workload, sampler: Sampler) -> None:
-    await _registered(store, load, row.workers)
+async def _measure(store: Store, ws: str, args, row: Row, start: Callable[[], Sampler], load: T.Workload, gate: Path) -> None:
     flow = load_flow(_flow_file(ws, args.agents, args.agent_s))
+    row.runs = max(row.workers * args.runs, args.min_runs)
+    # Queued before the workers start: the bench, beside fifty busy workers, would get
+    # a fiftieth of the CPUs, and its submitting, not the fleet, would set the rate.
+    t0 = time.monotonic()
+    for i in range(0, row.runs, 8):
+        await asyncio.gather(*[control.submit(store, flow, {}, actor="bench") for _ in range(min(8, row.runs - i))])
+    row.submit_s = time.monotonic() - t0
+    sampler = start()
     done = asyncio.Event()
     sampling = asyncio.create_task(sampler.run(done))
-    stopping = asyncio.create_task(_stopper(store, flow.steps, args.stops, row))
+    stopping: asyncio.Task | None = None
     try:
-        row.runs = row.workers * args.runs
-        for _ in range(row.runs):
-            await control.submit(store, flow, {}, actor="bench")
+        ready = [Path(f"{p}.ready") for p in row.samples]
+
+        async def imported() -> int:
+            return sum(p.exists() for p in ready)
+
+        await _until_all(load, imported, "ready")
+        gate.touch()
+        stopping = asyncio.create_task(_stopper(store, flow.steps, max(1, round(row.runs * args.stop_share)), row))
+        await _until_all(load, lambda: _registered(store), "registered")
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
             async with store.read() as conn:
@@ -216,13 +250,17 @@ async def _measure(store: Store, ws: str, args, row: Row, load: T.Workload, samp
             await asyncio.sleep(0.25)
     finally:
         done.set()
-        stopping.cancel()
-        await asyncio.gather(sampling, stopping, return_exceptions=True)
-    if sampling.exception() is not None:
-        raise sampling.exception()  # type: ignore[misc]
+        if stopping is not None:
+            stopping.cancel()
+        await asyncio.gather(sampling, *([stopping] if stopping else []), return_exceptions=True)
+    if not sampling.cancelled() and sampling.exception() is not None:
+        raise RuntimeError(f"sampling failed: {sampling.exception()!r}")
     async with store.read() as conn:
         row.statuses = {s: int(n) for s, n in await conn.execute(select(jobs.c.status, func.count()).group_by(jobs.c.status))}
-        first, last = (await conn.execute(select(func.min(jobs.c.created_at), func.max(jobs.c.ended_at)).where(jobs.c.status == "completed"))).one()
+        # On the store's clock: the first claim to the last completed run's end.
+        first = await conn.scalar(select(func.min(jobs.c.started_at)))
+        up = await conn.scalar(select(func.max(workers.c.started_at)))
+        last = await conn.scalar(select(func.max(jobs.c.ended_at)).where(jobs.c.status == "completed"))
         stopped = await conn.execute(
             select(jobs.c.stop_requested_at, func.min(events.c.at)).join(events, events.c.job_id == jobs.c.id)
             .where(events.c.kind == "run.stopped", jobs.c.stop_requested_at.is_not(None)).group_by(jobs.c.id, jobs.c.stop_requested_at)
@@ -230,7 +268,9 @@ async def _measure(store: Store, ws: str, args, row: Row, load: T.Workload, samp
         row.stop = [(at - asked).total_seconds() * 1000 for asked, at in stopped]
     row.completed = row.statuses.get("completed", 0)
     if first is not None and last is not None and last > first:
-        row.rate = row.completed / (last - first).total_seconds()
+        row.span_s = (last - first).total_seconds()
+        row.rate = row.completed / row.span_s
+        row.up_s = (up - first).total_seconds() if up is not None else float("nan")
     row.server_peak, row.server_busy_peak, row.client_peak, row.waiting_peak = sampler.server, sampler.busy, sampler.client, sampler.waiting
 
 
@@ -263,15 +303,20 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
             schema = url.rsplit("schema=", 1)[1]
             load = T.Workload(pgb.url(schema) if pgb else url, ws)
             samples = [Path(ws, f"samples-{i}.json") for i in range(n)]
+            row.samples = [str(p) for p in samples]
+            gate = Path(ws, "go")
 
             async def case() -> None:
                 # The bench's own connections go direct: they are not the fleet's.
                 store = await Store.open(url, ws)
+
+                def start() -> Sampler:
+                    T.start_workers(load, workers=n, concurrency=args.concurrency, code=RECORDING_WORKER, head=lambda i: [str(samples[i]), str(gate)])
+                    pids = row.pids = [p.pid for p in load.procs]
+                    return Sampler(server.dsn, server.port, [pgb.proc.pid] if pgb and pgb.proc else pids, pids, pgb)
+
                 try:
-                    T.start_workers(load, workers=n, concurrency=args.concurrency, code=RECORDING_WORKER, head=lambda i: [str(samples[i])])
-                    pids = [p.pid for p in load.procs]
-                    sampler = Sampler(server.dsn, server.port, [pgb.proc.pid] if pgb and pgb.proc else pids, pids, pgb)
-                    await _measure(store, ws, args, row, load, sampler)
+                    await _measure(store, ws, args, row, start, load, gate)
                 finally:
                     await store.close()
 
@@ -353,7 +398,7 @@ def print_row(row: Row) -> None:
           f" stop p50 {B.med(row.stop):.0f} ms max {max(row.stop, default=float('nan')):.0f} ({len(row.stop)} stopped of {row.stops_asked} asked);"
           f" server conns a worker {row.server_peak / row.workers if row.mode == 'direct' else float('nan'):.2f};"
           f" other ends {others}; clients waiting at PgBouncer peak {row.waiting_peak if row.mode == 'pgbouncer' else '-'};"
-          f" warnings logged {row.warnings}", flush=True)
+          f" warnings logged {row.warnings}; runs/s over {row.span_s:.1f} s (the last worker up {row.up_s:.1f} s after the first claim)", flush=True)
     for text in row.examples[:3]:
         print(f"  {'':<17}  {text}")
 
@@ -390,19 +435,21 @@ def main() -> None:
     ap.add_argument("--workers", default="1,10,50", help="fleet sizes, each run in turn (default 1,10,50: 50 workers, beside 1 and 10)")
     ap.add_argument("--mode", default="direct,pgbouncer", help="direct, pgbouncer or both (comma-separated)")
     ap.add_argument("--concurrency", type=int, default=3, help="runs each worker hosts at once")
-    ap.add_argument("--runs", type=int, default=10, help="runs queued per worker")
-    ap.add_argument("--agents", type=int, default=4, help="command agents a run: `sleep AGENT_S` and `true` in turn")
+    ap.add_argument("--runs", type=int, default=3, help="runs queued per worker (one round of --concurrency 3)")
+    ap.add_argument("--min-runs", type=int, default=12, help="runs queued in a case at least (a rate of the smallest fleet over more than one round)")
+    ap.add_argument("--agents", type=int, default=3, help="command agents a run: `sleep AGENT_S` and `true` in turn")
     ap.add_argument("--agent-s", type=float, default=0.2)
-    ap.add_argument("--stops", type=int, default=10, help="running runs stopped in each case")
+    ap.add_argument("--stop-share", type=float, default=0.1, help="share of a case's runs stopped while running (one at least)")
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds a case may take to end its runs")
     ap.add_argument("--pg-url", default=B.PG_DEFAULT, help="the shared server (a schema of its own per case)")
     ap.add_argument("--own-server", action="store_true", help="a PostgreSQL of the bench's own on a free port instead")
     ap.add_argument("--max-connections", type=int, default=200, help="its max_connections (with --own-server)")
     ap.add_argument("--force", action="store_true", help="run direct cases on the shared server even if they take its free slots")
+    ap.add_argument("--json", metavar="PATH", help="also write the rows there")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
     args = ap.parse_args()
     if args.smoke:
-        args.workers, args.runs, args.stops = "1,2", 4, 1
+        args.workers, args.runs, args.min_runs = "1,2", 4, 0
     sizes = sorted({int(w) for w in args.workers.split(",")})
     modes = [m.strip() for m in args.mode.split(",")]
     # A TERM (a test's timeout, a CI cancel) cleans up as a Ctrl-C does.
@@ -411,7 +458,7 @@ def main() -> None:
     try:
         where = f"a PostgreSQL of its own (max_connections {args.max_connections})" if server.own else f"the shared PostgreSQL at {server.dsn}"
         B.header(f"fleet: {','.join(map(str, sizes))} workers x {args.concurrency} runs, {args.runs} runs a worker of {args.agents} agents"
-                 f" (sleep {args.agent_s:g} / true), {args.stops} stops a case, on {where}; PgBouncer in transaction mode, pool 20")
+                 f" (sleep {args.agent_s:g} / true), {args.min_runs} at least; {args.stop_share:.0%} of them stopped, on {where}; PgBouncer in transaction mode, pool 20")
         print(HEAD, flush=True)
         rows: list[Row] = []
         for mode in modes:
@@ -419,13 +466,14 @@ def main() -> None:
             for n in sizes:
                 try:
                     row = run_case(mode, n, args, server, per_worker)
-                except RuntimeError as exc:
-                    row = Row(mode, n, skipped=f"failed: {str(exc)[:600]}")
+                except Exception as exc:  # one case failing is a figure; the next ones still run
+                    row = Row(mode, n, skipped=f"failed: {type(exc).__name__}: {str(exc)[:600]}")
                 if mode == "direct" and not row.skipped and row.server_peak:
                     per_worker = row.server_peak / n
                 rows.append(row)
                 print_row(row)
         print_growth(rows)
+        B.write_json(args.json, {"rows": [dict(vars(r), lost=r.lost, faulted=r.faulted) for r in rows]})
     finally:
         server.close()
 
