@@ -296,7 +296,7 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
                            f"(max_connections {most}), leaving its other users fewer than {SPARE_SLOTS}: --own-server measures it")
             return row
     with tempfile.TemporaryDirectory() as ws, B.store_url("pg", ws, server.base) as url:
-        pgb = PgBouncer(server_port=server.port, dbname=server.dbname, user=server.user) if mode == "pgbouncer" else None
+        pgb = PgBouncer(server.base) if mode == "pgbouncer" else None
         try:
             if pgb is not None:
                 pgb.start()
@@ -342,8 +342,6 @@ class Server:
     base: str  # the store URL without a schema
     dsn: str  # the same for asyncpg
     port: int
-    dbname: str
-    user: str
     own: bool
     instance: PgInstance | None = None
 
@@ -353,7 +351,7 @@ class Server:
 
         u = make_url(base)
         dsn = base.replace("postgresql+asyncpg://", "postgresql://").split("?")[0]
-        return cls(base, dsn, u.port or 5432, u.database or "test", u.username or os.environ.get("USER", "root"), False)
+        return cls(base, dsn, u.port or 5432, False)
 
     @classmethod
     def of_our_own(cls, max_connections: int) -> Server:
@@ -364,7 +362,7 @@ class Server:
         except BaseException:
             inst.stop()
             raise
-        return cls(inst.url, inst.url, inst.port, "postgres", "postgres", True, inst)
+        return cls(inst.url, inst.url, inst.port, True, inst)
 
     def close(self) -> None:
         if self.instance is not None:

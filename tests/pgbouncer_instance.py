@@ -1,95 +1,166 @@
-"""A PgBouncer of a test's (or a benchmark's) own, in transaction pooling mode, in front of a PostgreSQL server.
+"""A PgBouncer of our own, in transaction pooling mode, in front of the test PostgreSQL.
 
-The Debian service is never used: each instance gets a temp folder with its
-ini, log and pid file, listens on a free port of 127.0.0.1, runs in the
-foreground as our subprocess, and is stopped and removed afterwards.
+The one launcher for tests and benches (bench/ imports it with the repo root on
+sys.path). Each instance has its own free port and temp dir, removed on stop;
+the Debian service is never used. PgBouncer refuses to run as root, so when the
+tests run as root it runs as the `postgres` user (as tests/pg_instance.py runs
+PostgreSQL).
+
+No `idle_transaction_timeout` and no `ignore_startup_parameters` here on purpose:
+a transaction left idle must be ended by the server, through the timeout
+Swarmkit sets per transaction, and a startup parameter PgBouncer refuses must
+fail the tests, not be hidden by the pooler.
 """
 
 from __future__ import annotations
 
-import getpass
 import os
+import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from .pg_instance import _free_port
+# The test server, as tests/helpers.py names it (kept here too so that a bench need not import the tests).
+PG_BASE = os.environ.get("SWARMKIT_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
 def pgbouncer_bin() -> str | None:
-    return shutil.which("pgbouncer") or next((p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None)
+    return shutil.which("pgbouncer") or next((p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None)
+
+
+def pgbouncer_missing() -> str | None:
+    """None when a PgBouncer can be started here, else why not."""
+    if pgbouncer_bin() is None:
+        return "pgbouncer is not installed (Debian package `pgbouncer`)"
+    if shutil.which("psql") is None:
+        return "psql is not installed (PgBouncer's admin console is read with it)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class PgBouncer:
-    """`with PgBouncer() as pgb: url = pgb.url(schema)`; `pgb.admin("SHOW POOLS")` reads its console."""
+    """`with PgBouncer() as pgb:` ... `pgb.url(schema)`, `pgb.admin("SHOW CLIENTS")`."""
 
-    def __init__(self, *, server_host: str = "127.0.0.1", server_port: int = 5432, dbname: str = "test",
-                 pool_size: int = 20, max_client_conn: int = 2000, user: str | None = None) -> None:
+    def __init__(self, backend: str = PG_BASE, *, pool_size: int = 20, extra: dict[str, str] | None = None) -> None:
         binary = pgbouncer_bin()
         if binary is None:
-            raise RuntimeError("no pgbouncer found (install the Debian package pgbouncer)")
+            raise RuntimeError(pgbouncer_missing() or "no pgbouncer")
         self.bin = binary
+        parts = urlsplit(backend.replace("postgresql+asyncpg://", "postgresql://"))
+        self.server_host = parts.hostname or "127.0.0.1"
+        self.server_port = parts.port or 5432
+        self.dbname = parts.path.lstrip("/") or "test"
+        self.user = parts.username or pwd.getpwuid(os.geteuid()).pw_name
+        self.pool_size = pool_size
+        self.extra = dict(extra or {})
         self.port = _free_port()
-        self.dbname = dbname
-        # The user the server trusts is the OS user the tests run as (root here).
-        self.user = user or getpass.getuser()
         self.root = Path(tempfile.mkdtemp(prefix="swarmkit-pgb-"))
         self.log = self.root / "pgb.log"
         self.proc: subprocess.Popen | None = None
-        (self.root / "users.txt").write_text(f'"{self.user}" ""\n"postgres" ""\n')
-        (self.root / "pgbouncer.ini").write_text(
-            "[databases]\n"
-            f"{dbname} = host={server_host} port={server_port} dbname={dbname}\n"
-            "[pgbouncer]\n"
-            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
-            f"auth_type = trust\nauth_file = {self.root / 'users.txt'}\nadmin_users = {self.user}\n"
-            f"pool_mode = transaction\nmax_client_conn = {max_client_conn}\ndefault_pool_size = {pool_size}\n"
-            "idle_transaction_timeout = 5\n"
-            f"logfile = {self.log}\npidfile = {self.root / 'pgb.pid'}\n"
-        )
+        self._user: dict[str, object] = {}
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam("postgres")
+            os.chown(self.root, pw.pw_uid, pw.pw_gid)
+            self._user = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
 
     def url(self, schema: str | None = None) -> str:
-        base = f"postgresql+asyncpg://{self.user}@127.0.0.1:{self.port}/{self.dbname}?pgbouncer=true"
-        return f"{base}&schema={schema}" if schema else base
+        """The store URL through this PgBouncer (`pgbouncer=true` tells Swarmkit it is behind one)."""
+        query = "pgbouncer=true" + (f"&schema={schema}" if schema else "")
+        return f"postgresql+asyncpg://{self.user}@127.0.0.1:{self.port}/{self.dbname}?{query}"
 
-    def start(self, timeout: float = 15.0) -> PgBouncer:
-        argv = [self.bin, str(self.root / "pgbouncer.ini")]
-        if os.geteuid() == 0:
-            # PgBouncer refuses to run as root: it drops to postgres, which must own its folder.
-            for path in (self.root, *self.root.iterdir()):
-                shutil.chown(path, "postgres")
-            argv[1:1] = ["-u", "postgres"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    @property
+    def dsn(self) -> str:
+        """A plain libpq/asyncpg DSN through the pooler (no Swarmkit query parameters)."""
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{self.dbname}"
+
+    def _write_config(self) -> Path:
+        users = {self.user, "postgres", pwd.getpwuid(os.geteuid()).pw_name}
+        auth = self.root / "users.txt"
+        auth.write_text("".join(f'"{u}" ""\n' for u in sorted(users)))
+        settings = {
+            "listen_addr": "127.0.0.1",
+            "listen_port": str(self.port),
+            "unix_socket_dir": "",
+            "auth_type": "trust",
+            "auth_file": str(auth),
+            "admin_users": ",".join(sorted(users)),
+            "pool_mode": "transaction",
+            "max_client_conn": "2000",
+            "default_pool_size": str(self.pool_size),
+            "logfile": str(self.log),
+            "pidfile": str(self.root / "pgb.pid"),
+            **self.extra,
+        }
+        ini = self.root / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"{self.dbname} = host={self.server_host} port={self.server_port} dbname={self.dbname}\n"
+            "[pgbouncer]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
+        )
+        if self._user:
+            for p in (auth, ini):
+                os.chown(p, int(self._user["user"]), int(self._user["group"]))  # type: ignore[call-overload]
+        return ini
+
+    def start(self, timeout: float = 15) -> PgBouncer:
+        ini = self._write_config()
+        self.proc = subprocess.Popen(
+            [self.bin, str(ini)], cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, **self._user,  # type: ignore[call-overload]
+        )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             if self.proc.poll() is not None:
-                log = self.log.read_text(errors="replace") if self.log.exists() else ""
-                raise RuntimeError(f"pgbouncer exited {self.proc.returncode}: {log[-2000:]}")
+                tail = self.log_text()[-2000:]
+                self.stop()
+                raise RuntimeError(f"pgbouncer exited {self.proc.returncode} at start:\n{tail}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return self
             except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"pgbouncer did not listen on {self.port} within {timeout:g} s")
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"pgbouncer did not listen on {self.port} within {timeout}s") from None
+                time.sleep(0.02)
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
 
     def admin(self, sql: str) -> list[dict[str, str]]:
-        """A SHOW on the admin console (simple query protocol: the console knows no other), as rows of text."""
+        """A command on the admin console (`SHOW CLIENTS`, `SHOW SERVERS`, `SHOW POOLS`): its rows, by column name.
+
+        Through psql: the admin console speaks the simple query protocol only.
+        """
         out = subprocess.run(
-            ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-X", "-A", "-F", "\t", "-P", "footer=off", "pgbouncer", "-c", sql],
-            check=True, capture_output=True, text=True, timeout=10,
-        ).stdout.splitlines()
-        if not out:
+            ["psql", "-X", "-q", "-A", "-F", "\x1f", "-P", "footer=off", "-h", "127.0.0.1", "-p", str(self.port),
+             "-U", self.user, "pgbouncer", "-c", sql],
+            capture_output=True, text=True, timeout=20,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"pgbouncer admin {sql!r} failed: {out.stderr.strip()}")
+        lines = out.stdout.splitlines()
+        if not lines:
             return []
-        head = out[0].split("\t")
-        return [dict(zip(head, row.split("\t"))) for row in out[1:]]
+        header = lines[0].split("\x1f")
+        return [dict(zip(header, line.split("\x1f"))) for line in lines[1:]]
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
+            # SIGTERM shuts down at once (SIGINT would wait for every client to finish).
+            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
