@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import signal
 import tempfile
@@ -42,18 +41,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import _benchlib as B
-import asyncpg
 import throughput as T
+from _fleet_server import Sampler, Server, headroom
 from sqlalchemy import func, select
 
 from swarmkit.runtime import control
 from swarmkit.runtime.flow import load_flow
 from swarmkit.store import Store
 from swarmkit.store.models import events, jobs, workers
-from tests.pg_instance import PgInstance
 from tests.pgbouncer_instance import PgBouncer
 
-# The worker CLI, keeping every sample its host_metrics histograms observe (they keep only buckets),
+# The worker CLI, keeping every sample its host_metrics.BOUNDARY observes (it keeps only buckets),
 # written to the file named before the verb when the worker exits. It imports what a worker needs, says
 # so (PATH.ready) and waits for the gate file before it opens the store: fifty workers starting take
 # tens of seconds of CPU, and the first ones up would have the queue to themselves meanwhile.
@@ -62,12 +60,12 @@ import atexit, json, os, sys, time
 from swarmkit.runtime import host_metrics
 import swarmkit.runtime.cli.worker, swarmkit.runtime.worker, sqlalchemy.dialects.postgresql.asyncpg
 path, gate = sys.argv.pop(1), sys.argv.pop(1)
-kept = {"boundary": [], "stop_reaction": []}
-for hist, into in ((host_metrics.BOUNDARY, kept["boundary"]), (host_metrics.STOP_REACTION, kept["stop_reaction"])):
-    def observe(value, _observe=hist.observe, _into=into):
-        _into.append(value)
-        _observe(value)
-    hist.observe = observe
+kept = []
+observe = host_metrics.BOUNDARY.observe
+def keep(value):
+    kept.append(value)
+    observe(value)
+host_metrics.BOUNDARY.observe = keep
 atexit.register(lambda: open(path, "w").write(json.dumps(kept)))
 open(path + ".ready", "w").close()
 while not os.path.exists(gate):
@@ -112,64 +110,6 @@ class Row:
     @property
     def faulted(self) -> int:
         return self.statuses.get("faulted", 0)
-
-
-# --- who holds which connection -----------------------------------------------------
-
-
-def _ports_to(pids: list[int], port: int) -> set[int]:
-    """Local ports of the established TCP connections these processes hold to `port` (from /proc)."""
-    inodes: set[str] = set()
-    for pid in pids:
-        try:
-            for fd in os.scandir(f"/proc/{pid}/fd"):
-                try:
-                    link = os.readlink(fd.path)
-                except OSError:
-                    continue
-                if link.startswith("socket:["):
-                    inodes.add(link[8:-1])
-        except OSError:
-            continue
-    ports: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for text in lines:
-            f = text.split()
-            if f[3] == "01" and f[9] in inodes and int(f[2].rsplit(":", 1)[1], 16) == port:
-                ports.add(int(f[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-class Sampler:
-    """Peaks of the connections a fleet holds, four times a second, until stopped."""
-
-    def __init__(self, dsn: str, server_port: int, holders: list[int], clients: list[int], pgb: PgBouncer | None):
-        self.dsn, self.server_port, self.holders, self.clients, self.pgb = dsn, server_port, holders, clients, pgb
-        self.server = self.busy = self.client = self.waiting = 0
-
-    async def run(self, done: asyncio.Event) -> None:
-        conn = await asyncpg.connect(self.dsn, timeout=10)
-        try:
-            while not done.is_set():
-                ports = sorted(_ports_to(self.holders, self.server_port))
-                held, busy = await conn.fetchrow(
-                    "SELECT count(*), count(*) FILTER (WHERE state <> 'idle') FROM pg_stat_activity WHERE client_port = ANY($1::int[])", ports
-                )
-                self.server, self.busy = max(self.server, held), max(self.busy, busy)
-                if self.pgb is not None:
-                    self.client = max(self.client, len(_ports_to(self.clients, self.pgb.port)))
-                    pools = await asyncio.to_thread(self.pgb.admin, "SHOW POOLS")
-                    self.waiting = max([self.waiting] + [int(p["cl_waiting"]) for p in pools if p["database"] == self.pgb.dbname])
-                try:
-                    await asyncio.wait_for(done.wait(), 0.25)
-                except TimeoutError:
-                    pass
-        finally:
-            await conn.close()
 
 
 # --- one case ---------------------------------------------------------------------------
@@ -274,22 +214,10 @@ async def _measure(store: Store, ws: str, args, row: Row, start: Callable[[], Sa
     row.server_peak, row.server_busy_peak, row.client_peak, row.waiting_peak = sampler.server, sampler.busy, sampler.client, sampler.waiting
 
 
-async def _headroom(dsn: str) -> tuple[int, int]:
-    """(connection slots free for ordinary users now, max_connections)."""
-    conn = await asyncpg.connect(dsn, timeout=10)
-    try:
-        most = int(await conn.fetchval("SHOW max_connections"))
-        reserved = int(await conn.fetchval("SHOW superuser_reserved_connections"))
-        used = int(await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"))
-        return most - reserved - used, most
-    finally:
-        await conn.close()
-
-
 def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
     row = Row(mode, n)
     if mode == "direct" and not server.own and not args.force:
-        free, most = asyncio.run(_headroom(server.dsn))
+        free, most = asyncio.run(headroom(server.dsn))
         need = int(n * per_worker + 0.999)
         if need > free - SPARE_SLOTS:
             row.skipped = (f"skipped: would hold ~{need} server connections ({per_worker:g} a worker) of the {free} free on the shared server "
@@ -326,55 +254,12 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
                 T.stop_workload(load)
             for path in samples:
                 if path.exists():
-                    row.boundary += [v * 1000 for v in json.loads(path.read_text())["boundary"]]
+                    row.boundary += [v * 1000 for v in json.loads(path.read_text())]
             _, row.warnings, row.examples = T.store_errors(load)
         finally:
             if pgb is not None:
                 pgb.stop()
     return row
-
-
-# --- the server ------------------------------------------------------------------------------
-
-
-@dataclass
-class Server:
-    base: str  # the store URL without a schema
-    dsn: str  # the same for asyncpg
-    port: int
-    own: bool
-    instance: PgInstance | None = None
-
-    @classmethod
-    def shared(cls, base: str) -> Server:
-        from sqlalchemy.engine import make_url
-
-        u = make_url(base)
-        dsn = base.replace("postgresql+asyncpg://", "postgresql://").split("?")[0]
-        return cls(base, dsn, u.port or 5432, False)
-
-    @classmethod
-    def of_our_own(cls, max_connections: int) -> Server:
-        inst = PgInstance().start()
-        try:
-            asyncio.run(_alter_system(inst.url, max_connections))
-            inst.restart()
-        except BaseException:
-            inst.stop()
-            raise
-        return cls(inst.url, inst.url, inst.port, True, inst)
-
-    def close(self) -> None:
-        if self.instance is not None:
-            self.instance.stop()
-
-
-async def _alter_system(dsn: str, max_connections: int) -> None:
-    conn = await asyncpg.connect(dsn, timeout=10)
-    try:
-        await conn.execute(f"ALTER SYSTEM SET max_connections = {int(max_connections)}")
-    finally:
-        await conn.close()
 
 
 # --- the report ---------------------------------------------------------------------------------
