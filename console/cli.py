@@ -12,7 +12,7 @@ import sys
 from swarmkit.runtime import control
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.report import clock_warning, runs_table
-from swarmkit.runtime.settings import Settings
+from swarmkit.runtime.settings import Settings, application_name
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.version_action import VersionAction
 from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, masked, resolve_store
@@ -58,7 +58,7 @@ def err(msg: str) -> None:
 
 async def dump_once(store_url: str | None, workspace: str | None, as_json: bool) -> int:
     # Never creates a store: a mistyped path is an error, not an empty table.
-    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True)
+    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True, application_name=application_name("console"))
     try:
         lease_s = Settings.from_env().lease_s
         await control.mark_lost(store, lease_s)
@@ -194,7 +194,7 @@ def probe_store(store_url: str | None, workspace: str | None) -> str | None:
 
 
 async def _probe(store_url: str | None, workspace: str | None) -> None:
-    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True)
+    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True, application_name=application_name("console"))
     await store.close()
 
 

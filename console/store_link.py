@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
+from swarmkit.runtime.settings import application_name
 from swarmkit.store import Store, StoreError, StoreLocation, resolve_store
 
 from .run_views import shown_store
@@ -70,7 +71,8 @@ class StoreLink:
         if self._store is None:
             if self.sqlite_path is not None:
                 self._stat()
-            store = await Store.open(loc=self.loc, create=False, upgrade=False, migrate=not self._checked)
+            # One connection on PostgreSQL: polls and acts take turns on it.
+            store = await Store.open(loc=self.loc, create=False, upgrade=False, migrate=not self._checked, application_name=application_name("console"))
             self._checked = True
             self._file_id = self._stat() if self.sqlite_path is not None else None
             self.stale_warning = store.loc.stale_warning

@@ -148,7 +148,7 @@ async def read_flags(store: Store, job_id: str) -> Flags | None:
         row = conn.execute(_FLAGS, dict(b_id=job_id)).first()
         return Flags(*row) if row else None
 
-    return await store.run_read(tx)
+    return await store.run_read(tx, hot=True)
 
 
 class EventSink:
@@ -586,11 +586,11 @@ class RunHost:
         async with self._usage_lock:
             live = self._live
             if live is None:
-                return await self.store.run_write(lambda conn: tx(conn, (0, 0.0)))
+                return await self.store.run_write(lambda conn: tx(conn, (0, 0.0)), hot=True)
             if live.path is not None:
                 await asyncio.to_thread(live.read)
             delta = live.unwritten()
-            flags = await self.store.run_write(lambda conn: tx(conn, delta))
+            flags = await self.store.run_write(lambda conn: tx(conn, delta), hot=True)
             live.written = (live.written[0] + delta[0], live.written[1] + delta[1])
             return flags
 
@@ -632,7 +632,7 @@ class RunHost:
             return flags
 
         t0 = time.monotonic()
-        flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx))
+        flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx, hot=True))
         host_metrics.BOUNDARY.observe(time.monotonic() - t0)
         self._decide(flags, step, agent)
 
@@ -680,7 +680,7 @@ class RunHost:
 
             async def op() -> Flags:
                 attempts[0] += 1
-                return await self.store.run_write(lambda conn: tx(conn, batch, attempts[0] > 1))
+                return await self.store.run_write(lambda conn: tx(conn, batch, attempts[0] > 1), hot=True)
 
             try:
                 t0 = time.monotonic()

@@ -71,6 +71,12 @@ def host_name() -> str:
     return os.environ.get("SWARMKIT_HOST") or socket.gethostname()
 
 
+def application_name(role: str) -> str:
+    """What PostgreSQL's `pg_stat_activity` shows of this process: `swarmkit-worker@HOST` and so on
+    (`role`: worker, console, serve or cli), so a DBA can tell Swarmkit's connections apart."""
+    return f"swarmkit-{role}@{host_name()}"
+
+
 def default_actor() -> str:
     """Who a human act is recorded as: SWARMKIT_ACTOR, else user@host."""
     actor = os.environ.get("SWARMKIT_ACTOR")

@@ -100,6 +100,9 @@ class StoreLocation:
     # last checkpoint, and `stale_warning` says so to whoever looks.
     immutable: bool = False
     stale_warning: str | None = None
+    # PostgreSQL reached through PgBouncer in transaction pooling mode (`?pgbouncer=true`):
+    # consecutive transactions of one client may run on different server connections.
+    pgbouncer: bool = False
 
     @property
     def is_sqlite(self) -> bool:
@@ -109,8 +112,9 @@ class StoreLocation:
     def display(self) -> str:
         """The URL with any password hidden, for headers and messages."""
         shown = masked(self.url)
-        if self.schema:
-            shown += f" (schema {self.schema})"
+        notes = ([f"schema {self.schema}"] if self.schema else []) + (["through PgBouncer"] if self.pgbouncer else [])
+        if notes:
+            shown += f" ({', '.join(notes)})"
         return shown
 
     @property
@@ -151,12 +155,21 @@ def resolve_store(store: str | None = None, workspace: str | os.PathLike | None 
         query = dict(url.query)
         given = query.pop("schema", None)
         schema = given[-1] if isinstance(given, tuple) else given
+        bouncer = query.pop("pgbouncer", None)
+        bouncer = bouncer[-1] if isinstance(bouncer, tuple) else bouncer
         url = url.set(query=query)
         if schema is not None and not schema.replace("_", "").isalnum():
             raise StoreUrlError(f"store URL {shown!r}: schema {masked(schema)!r} must be letters, digits and underscores")
+        if bouncer is not None and bouncer.lower() not in _YES + _NO:
+            raise StoreUrlError(f"store URL {shown!r}: pgbouncer={masked(bouncer)!r} must be true or false")
+        return StoreLocation(url, ws, schema, pgbouncer=bouncer is not None and bouncer.lower() in _YES)
     else:
         raise StoreUrlError(f"store URL {shown!r}: unsupported database {backend!r} (use sqlite:///path or postgresql://host/db)")
     return StoreLocation(url, ws, schema)
+
+
+_YES = ("true", "1", "yes", "on")
+_NO = ("false", "0", "no", "off")
 
 
 def _prepare_sqlite_dir(path: Path) -> None:
@@ -247,8 +260,14 @@ def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
 PG_IDLE_IN_TRANSACTION_MS = 5000
 
 
-def make_engine(loc: StoreLocation, *, create: bool = True, inline: bool = False) -> AsyncEngine:
-    """The store's engine. `inline` (SQLite only): an `InlineEngine`, for a process that does one thing and exits."""
+def make_engine(
+    loc: StoreLocation, *, create: bool = True, inline: bool = False, application_name: str | None = None, connections: int = 1,
+) -> AsyncEngine:
+    """The store's engine. `inline` (SQLite only): an `InlineEngine`, for a process that does one thing and exits.
+
+    On PostgreSQL the engine holds at most `connections` server connections (callers
+    queue for them), named `application_name` in `pg_stat_activity`.
+    """
     if loc.is_sqlite:
         path = Path(loc.url.database or "")
         if create and not loc.read_only:
@@ -269,24 +288,59 @@ def make_engine(loc: StoreLocation, *, create: bool = True, inline: bool = False
         )
         _install_sqlite_hooks(engine, loc.read_only)
         return engine
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     # A host frozen inside a transaction (SIGSTOP, a suspended VM) would keep
     # its row locks for ever: the server's default has no limit, and every
     # act on its run and every lease check would wait behind it. No Swarmkit
     # transaction sits idle for long, so the server ends one that does; a
     # host that wakes finds its connection gone and its epoch fenced.
-    server_settings = {"idle_in_transaction_session_timeout": str(PG_IDLE_IN_TRANSACTION_MS)}
-    if loc.schema:
-        server_settings["search_path"] = loc.schema
+    server_settings: dict[str, str] = {}
+    if application_name:
+        server_settings["application_name"] = application_name
     connect_args: dict = {"timeout": 10, "server_settings": server_settings}
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    return create_async_engine(
-        loc.url,
+    url = loc.url
+    if loc.pgbouncer:
+        # PgBouncer refuses startup parameters but a few (application_name is one), and
+        # in transaction mode a session setting or a named prepared statement would land
+        # on whichever server connection served that transaction. So: no statement cache
+        # in asyncpg nor in SQLAlchemy's dialect (every statement is an unnamed one, parsed
+        # in the transaction that runs it), and the settings are made per transaction.
+        connect_args["statement_cache_size"] = 0
+        url = url.update_query_dict({"prepared_statement_cache_size": "0"})
+    else:
+        server_settings["idle_in_transaction_session_timeout"] = str(PG_IDLE_IN_TRANSACTION_MS)
+        if loc.schema:
+            server_settings["search_path"] = loc.schema
+    engine = create_async_engine(
+        url,
         connect_args=connect_args,
-        pool_size=5,
-        max_overflow=20,
+        pool_size=max(1, connections),
+        max_overflow=0,
+        # Longer than any Swarmkit transaction, short enough that a wedged connection is reported.
+        pool_timeout=60,
         pool_pre_ping=True,
     )
+    if loc.pgbouncer:
+        _install_per_transaction_settings(engine, loc.schema)
+    return engine
+
+
+# One round trip at each BEGIN, transaction-local (`is_local`): what a direct
+# connection gets once as startup parameters, a pooled one gets every time.
+_PER_TRANSACTION = "SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('search_path', $2, true)"
+_PER_TRANSACTION_NO_SCHEMA = "SELECT set_config('idle_in_transaction_session_timeout', $1, true)"
+
+
+def _install_per_transaction_settings(engine: AsyncEngine, schema: str | None) -> None:
+    timeout = str(PG_IDLE_IN_TRANSACTION_MS)
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn):
+        if schema:
+            conn.exec_driver_sql(_PER_TRANSACTION, (timeout, f'"{schema}"'))
+        else:
+            conn.exec_driver_sql(_PER_TRANSACTION_NO_SCHEMA, (timeout,))
 
 
 def make_sync_engine(loc: StoreLocation) -> Engine:

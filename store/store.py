@@ -64,6 +64,9 @@ def describe_db_error(exc: BaseException, loc: StoreLocation) -> str:
         folder is not None and ("disk I/O error" in text or "unable to open" in text) and _free_bytes(folder) == 0
     ):
         return f"the store {loc.display} has no space left ({text}; 0 bytes free in {folder})"
+    if "unsupported startup parameter" in text:
+        # PgBouncer's answer to a client that sends session settings at connect.
+        return f"store {loc.display}: {text} (is it PgBouncer? add pgbouncer=true to the store URL's query)"
     if "database is locked" in text:
         return f"the store {loc.display} is locked by another process ({text})"
     if isinstance(orig, (ConnectionError, OSError)) or "connect" in text.lower():
@@ -88,11 +91,22 @@ class Store:
     caller's thread through the stdlib driver (see `engine.InlineConnection`),
     for a process that does one thing and exits. A process that hosts runs,
     polls or serves must not: a busy store would stall its event loop.
+
+    On PostgreSQL a Store holds at most `connections` server connections, in
+    lanes: with two, the hot path (`hot=True`: a run's boundary checks, its
+    checkpoints and its heartbeats, short transactions on its own row) has a
+    connection of its own, so it never queues behind a slow write (a batch of
+    log lines, a claim, a lost-run sweep waiting on a frozen host's row lock);
+    everything else queues for the other. With one, both lanes are the same
+    connection (a console, a one-shot verb).
     """
 
-    def __init__(self, loc: StoreLocation, engine: AsyncEngine | None):
+    def __init__(self, loc: StoreLocation, engine: AsyncEngine | None, *, application_name: str | None = None, connections: int = 1):
         self.loc = loc
         self._engine = engine
+        self.application_name = application_name
+        self.connections = max(1, connections)
+        self._hot_engine: AsyncEngine | None = None
         self.inline = isinstance(engine, InlineEngine)
         self._sync_engine: Engine | None = getattr(engine, "sync_engine", None) if self.inline else None
         self._executor: ThreadPoolExecutor | None = None
@@ -120,10 +134,13 @@ class Store:
         upgrade: bool = True,
         migrate: bool = True,
         inline: bool = False,
+        application_name: str | None = None,
+        connections: int = 1,
     ) -> Store:
         """Open a store. `create`: make it when nothing is there; `upgrade`: bring an older schema
         to this code's (see `store.schema`); `migrate=False` skips the schema check altogether;
-        `inline`: see the class (ignored on PostgreSQL)."""
+        `inline`: see the class (ignored on PostgreSQL); `application_name` and `connections`:
+        what PostgreSQL sees of this process, and how many server connections it may hold."""
         loc = loc or resolve_store(store, workspace)
         if loc.is_sqlite and loc.url.database and Path(loc.url.database).exists() and folder_is_read_only(Path(loc.url.database)):  # noqa: ASYNC240
             loc = read_only_location(loc)
@@ -132,8 +149,10 @@ class Store:
         # On SQLite the open's own statements run inline, on this thread (nothing
         # else of this store runs yet); that engine then serves `run_read` and
         # `run_write` on the store's thread, and the async one is made when first used.
-        engine = make_engine(loc, create=create, inline=loc.is_sqlite)
-        self = cls(loc, engine if inline or not loc.is_sqlite else None)
+        connections = max(1, connections)
+        # The main lane: all of the budget but the hot lane's connection.
+        engine = make_engine(loc, create=create, inline=loc.is_sqlite, application_name=application_name, connections=max(1, connections - 1))
+        self = cls(loc, engine if inline or not loc.is_sqlite else None, application_name=application_name, connections=connections)
         if not self.inline and loc.is_sqlite:
             self._sync_engine = engine.sync_engine
         try:
@@ -152,6 +171,13 @@ class Store:
             await engine.dispose()
             raise StoreError(describe_db_error(exc, loc)) from exc
         return self
+
+    def _lane(self, hot: bool) -> AsyncEngine:
+        if not hot or self.connections < 2 or self.loc.is_sqlite:
+            return self.engine
+        if self._hot_engine is None:
+            self._hot_engine = make_engine(self.loc, create=False, application_name=self.application_name, connections=1)
+        return self._hot_engine
 
     def check_file(self) -> None:
         """Before a write: is the SQLite file at the path still the one this process opened?"""
@@ -178,6 +204,8 @@ class Store:
         elif self._sync_engine is not None:
             self._sync_engine.dispose()
         self._sync_engine = None
+        if self._hot_engine is not None:
+            await self._hot_engine.dispose()
         if self._engine is not None:
             await self._engine.dispose()
 
@@ -220,18 +248,19 @@ class Store:
             self._sync_engine.dispose()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
+    async def write(self, *, hot: bool = False) -> AsyncIterator[AsyncConnection]:
         self.check_file()
-        async with write_tx(self.engine) as conn:
+        async with write_tx(self._lane(hot)) as conn:
             yield conn
 
     @asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with read_tx(self.engine) as conn:
+    async def read(self, *, hot: bool = False) -> AsyncIterator[AsyncConnection]:
+        async with read_tx(self._lane(hot)) as conn:
             yield conn
 
-    async def run_write(self, fn: Callable[[Connection], T]) -> T:
-        """Run `fn(conn)` in one write transaction (BEGIN IMMEDIATE on SQLite); commit unless it raises."""
+    async def run_write(self, fn: Callable[[Connection], T], *, hot: bool = False) -> T:
+        """Run `fn(conn)` in one write transaction (BEGIN IMMEDIATE on SQLite); commit unless it raises.
+        `hot`: on the hot path's lane (see the class)."""
         if self.inline:
             self.check_file()
             return self._in_thread(fn, True)
@@ -239,17 +268,17 @@ class Store:
             self.check_file()
             ex = self._sqlite_thread()
             return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, True)
-        async with self.write() as aconn:
+        async with self.write(hot=hot) as aconn:
             return await aconn.run_sync(fn)
 
-    async def run_read(self, fn: Callable[[Connection], T]) -> T:
+    async def run_read(self, fn: Callable[[Connection], T], *, hot: bool = False) -> T:
         """Run `fn(conn)` in one short read transaction, ended before it returns."""
         if self.inline:
             return self._in_thread(fn, False)
         if self.loc.is_sqlite:
             ex = self._sqlite_thread()
             return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, False)
-        async with self.read() as aconn:
+        async with self.read(hot=hot) as aconn:
             return await aconn.run_sync(fn)
 
 

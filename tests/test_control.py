@@ -217,7 +217,8 @@ registry().map_imperatively(Job, jobs)
 
 async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(store_url, workspace: Path):
     flow = parse_flow(ONE)
-    store = await Store.open(store_url, workspace)
+    # A host's two lanes: the session holds one connection, the boundary check has the other.
+    store = await Store.open(store_url, workspace, connections=2)
     try:
         row = await control.submit(store, flow, {}, host_here=True)
         async with AsyncSession(store.engine) as session:

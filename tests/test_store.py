@@ -82,7 +82,15 @@ def test_store_urls_resolve_and_bad_ones_are_named(tmp_path: Path, monkeypatch):
     assert resolve_store(None, tmp_path).url.database == str(tmp_path / "other.db")
     assert resolve_store("postgresql://u@h/db?schema=team_a", tmp_path).schema == "team_a"
     assert resolve_store("postgresql://u@h/db", tmp_path).url.drivername == "postgresql+asyncpg"
-    for bad, words in (("mysql://x/y", "unsupported database"), ("sqlite://", "names no database file"), ("postgresql://h/db?schema=a;drop", "schema")):
+    pooled = resolve_store("postgresql://u@h:6432/db?pgbouncer=true&schema=team_a", tmp_path)
+    # Swarmkit's own options never reach the driver as connect arguments.
+    assert pooled.pgbouncer and pooled.schema == "team_a" and dict(pooled.url.query) == {}
+    assert pooled.display == "postgresql+asyncpg://u@h:6432/db (schema team_a, through PgBouncer)"
+    assert not resolve_store("postgresql://u@h/db?pgbouncer=false", tmp_path).pgbouncer
+    for bad, words in (
+        ("mysql://x/y", "unsupported database"), ("sqlite://", "names no database file"), ("postgresql://h/db?schema=a;drop", "schema"),
+        ("postgresql://h/db?pgbouncer=maybe", "pgbouncer='maybe' must be true or false"),
+    ):
         with pytest.raises(StoreUrlError) as caught:
             resolve_store(bad, tmp_path)
         assert words in str(caught.value)

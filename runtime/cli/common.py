@@ -120,7 +120,15 @@ async def open_store(args) -> Store:
     loc = resolve_store(args.store, getattr(args, "workspace", None))
     # A verb that neither hosts nor serves runs its store calls inline (see Store): on SQLite
     # no asyncio layer, ORM or aiosqlite thread for a process that does one thing and exits.
-    store = await Store.open(loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting)
+    from ..settings import application_name
+
+    role = args.verb if args.verb in ("worker", "serve") else "cli"
+    # A host (a worker, `serve`, a `run` hosting here) takes two connections on PostgreSQL, the
+    # hot path's and the rest's; a verb that does one thing takes one.
+    store = await Store.open(
+        loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting,
+        application_name=application_name(role), connections=2 if hosting else 1,
+    )
     if store.loc.stale_warning:
         err(f"{store.loc.display}: {store.loc.stale_warning}")
     return store

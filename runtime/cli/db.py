@@ -42,11 +42,12 @@ async def cmd_db(args) -> int:
     from swarmkit.store import NoStoreError, Store, resolve_store
     from swarmkit.store.schema import schema_state
 
+    from ..settings import application_name
     from ..text import plain
 
     args.store = args.store or args.db_store
     if args.db_verb == "upgrade":
-        store = await Store.open(args.store, args.workspace, create=True, upgrade=True)
+        store = await Store.open(args.store, args.workspace, create=True, upgrade=True, application_name=application_name("cli"))
         try:
             before, after = store.schema_change or (None, "?")
         finally:
@@ -60,7 +61,7 @@ async def cmd_db(args) -> int:
             print(f"upgraded the store {shown} from schema revision {before} to {after}.")
         return ExitCode.OK
     loc = resolve_store(args.store, args.workspace)
-    store = await Store.open(loc=loc, create=False, upgrade=False, migrate=False, inline=True)
+    store = await Store.open(loc=loc, create=False, upgrade=False, migrate=False, inline=True, application_name=application_name("cli"))
     try:
         state = await schema_state(store.engine, store.loc)
     finally:
