@@ -158,16 +158,15 @@ async def _stopper(store: Store, flow_steps: int, stops: int, row: Row) -> None:
         await asyncio.sleep(rng.uniform(0.05, 0.15))
 
 
-async def _measure(store: Store, ws: str, args, row: Row, start: Callable[[], Sampler], load: T.Workload, gate: Path) -> None:
+async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load: T.Workload, gate: Path) -> None:
     flow = load_flow(_flow_file(ws, args.agents, args.agent_s))
     row.runs = max(row.workers * args.runs, args.min_runs)
-    # Queued before the workers start: the bench, beside fifty busy workers, would get
-    # a fiftieth of the CPUs, and its submitting, not the fleet, would set the rate.
+    # Queued while the workers import, before the gate opens: the bench, beside fifty busy
+    # workers, would get a fiftieth of the CPUs, and its submitting would set the rate.
     t0 = time.monotonic()
     for i in range(0, row.runs, 8):
         await asyncio.gather(*[control.submit(store, flow, {}, actor="bench") for _ in range(min(8, row.runs - i))])
     row.submit_s = time.monotonic() - t0
-    sampler = start()
     done = asyncio.Event()
     sampling = asyncio.create_task(sampler.run(done))
     stopping: asyncio.Task | None = None
@@ -235,16 +234,15 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
             gate = Path(ws, "go")
 
             async def case() -> None:
+                # The workers import while the bench makes the schema and queues the runs; they
+                # open the store only once the gate opens.
+                T.start_workers(load, workers=n, concurrency=args.concurrency, code=RECORDING_WORKER, head=lambda i: [str(samples[i]), str(gate)])
+                pids = row.pids = [p.pid for p in load.procs]
+                sampler = Sampler(server.dsn, server.port, [pgb.proc.pid] if pgb and pgb.proc else pids, pids, pgb)
                 # The bench's own connections go direct: they are not the fleet's.
                 store = await Store.open(url, ws)
-
-                def start() -> Sampler:
-                    T.start_workers(load, workers=n, concurrency=args.concurrency, code=RECORDING_WORKER, head=lambda i: [str(samples[i]), str(gate)])
-                    pids = row.pids = [p.pid for p in load.procs]
-                    return Sampler(server.dsn, server.port, [pgb.proc.pid] if pgb and pgb.proc else pids, pids, pgb)
-
                 try:
-                    await _measure(store, ws, args, row, start, load, gate)
+                    await _measure(store, ws, args, row, sampler, load, gate)
                 finally:
                     await store.close()
 

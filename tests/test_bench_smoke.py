@@ -80,7 +80,7 @@ def test_the_fleet_bench_runs_direct_and_through_pgbouncer(tmp_path: Path):
         out = tmp_path / f"{mode}.out"
         procs[mode] = subprocess.Popen(
             [sys.executable, str(ROOT / "bench" / "fleet.py"), "--mode", mode, "--workers", "1,2", "--runs", "2", "--min-runs", "0",
-             "--agents", "2", "--json", str(tmp_path / f"{mode}.json")],
+             "--agents", "2", "--agent-s", "0.05", "--json", str(tmp_path / f"{mode}.json")],
             cwd=tmp_path, env=env, stdout=out.open("w"), stderr=subprocess.STDOUT,
         )
     for mode, proc in procs.items():
