@@ -223,7 +223,7 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
                            f"(max_connections {most}), leaving its other users fewer than {SPARE_SLOTS}: --own-server measures it")
             return row
     with tempfile.TemporaryDirectory() as ws, B.store_url("pg", ws, server.base) as url:
-        pgb = PgBouncer(server.base) if mode == "pgbouncer" else None
+        pgb = PgBouncer(server.base, pool_size=args.pool_size) if mode == "pgbouncer" else None
         try:
             if pgb is not None:
                 pgb.start()
@@ -277,8 +277,8 @@ def print_row(row: Row) -> None:
     others = {s: k for s, k in sorted(row.statuses.items()) if s not in ("completed", "lost", "faulted")}
     print(f"  {'':<17}boundary p50 {B.med(row.boundary):.1f} ms max {max(row.boundary, default=float('nan')):.1f} (n={len(row.boundary)});"
           f" stop p50 {B.med(row.stop):.0f} ms max {max(row.stop, default=float('nan')):.0f} ({len(row.stop)} stopped of {row.stops_asked} asked);"
-          f" server conns a worker {row.server_peak / row.workers if row.mode == 'direct' else float('nan'):.2f};"
-          f" other ends {others}; clients waiting at PgBouncer peak {row.waiting_peak if row.mode == 'pgbouncer' else '-'};"
+          + (f" server conns a worker {row.server_peak / row.workers:.2f};" if row.mode == "direct" else f" clients waiting at PgBouncer peak {row.waiting_peak};")
+          + f" other ends {others};"
           f" warnings logged {row.warnings}; runs/s over {row.span_s:.1f} s (the last worker up {row.up_s:.1f} s after the first claim)", flush=True)
     for text in row.examples[:3]:
         print(f"  {'':<17}  {text}")
@@ -325,6 +325,7 @@ def main() -> None:
     ap.add_argument("--pg-url", default=B.PG_DEFAULT, help="the shared server (a schema of its own per case)")
     ap.add_argument("--own-server", action="store_true", help="a PostgreSQL of the bench's own on a free port instead")
     ap.add_argument("--max-connections", type=int, default=200, help="its max_connections (with --own-server)")
+    ap.add_argument("--pool-size", type=int, default=20, help="PgBouncer's default_pool_size: server connections it opens at most")
     ap.add_argument("--force", action="store_true", help="run direct cases on the shared server even if they take its free slots")
     ap.add_argument("--json", metavar="PATH", help="also write the rows there")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
@@ -339,7 +340,7 @@ def main() -> None:
     try:
         where = f"a PostgreSQL of its own (max_connections {args.max_connections})" if server.own else f"the shared PostgreSQL at {server.dsn}"
         B.header(f"fleet: {','.join(map(str, sizes))} workers x {args.concurrency} runs, {args.runs} runs a worker of {args.agents} agents"
-                 f" (sleep {args.agent_s:g} / true), {args.min_runs} at least; {args.stop_share:.0%} of them stopped, on {where}; PgBouncer in transaction mode, pool 20")
+                 f" (sleep {args.agent_s:g} / true), {args.min_runs} at least; {args.stop_share:.0%} of them stopped, on {where}; PgBouncer in transaction mode, pool {args.pool_size}")
         print(HEAD, flush=True)
         rows: list[Row] = []
         for mode in modes:
