@@ -19,8 +19,10 @@ run. One row each:
   stop p99     stop_requested_at -> the run.stopped event, both on the store's clock
   lost/faulted runs that ended so (the goal is zero)
 
-then how each figure grows with the fleet (its ratio to the smallest fleet,
-1 worker by default). Figures only, no targets. The shared server is never
+and below it the workers' CPU a run (their agents' included: on a 2-core
+machine the fleet is CPU-bound, and its polling grows with its size). Then
+how each figure grows with the fleet (its ratio to the smallest fleet, 1
+worker by default). Figures only, no targets. The shared server is never
 restarted; a direct case that would take most of its free connection slots
 (PostgreSQL's default is 100) is skipped with the reason: `--own-server`
 measures it on a PostgreSQL of the bench's own (tests/pg_instance.py).
@@ -100,8 +102,14 @@ class Row:
     submit_s: float = float("nan")
     span_s: float = float("nan")
     up_s: float = float("nan")
+    cpu_s: float = float("nan")
     samples: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
+
+    @property
+    def cpu_per_run(self) -> float:
+        """The workers' CPU (their agents' included) from the gate to the last run's end, a run ended."""
+        return self.cpu_s / max(1, self.completed + len(self.stop))
 
     @property
     def lost(self) -> int:
@@ -136,6 +144,10 @@ async def _until_all(load: T.Workload, count: Callable[[], Awaitable[int]], what
             tail = load.logs[dead[0]].read_text(errors="replace")[-1500:] if dead else ""
             raise RuntimeError(f"{seen} of {n} workers {what}; {len(dead)} exited{': ' + tail if tail else ''}")
         await asyncio.sleep(0.1)
+
+
+def _fleet_cpu(load: T.Workload) -> float:
+    return sum(T._proc_cpu(p.pid, children=True) for p in load.procs)
 
 
 async def _registered(store: Store) -> int:
@@ -178,6 +190,7 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
 
         await _until_all(load, imported, "ready")
         gate.touch()
+        cpu0 = _fleet_cpu(load)
         stopping = asyncio.create_task(_stopper(store, flow.steps, max(1, round(row.runs * args.stop_share)), row))
         await _until_all(load, lambda: _registered(store), "registered")
         deadline = time.monotonic() + args.timeout
@@ -187,6 +200,8 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
             if not left:  # stops not asked by then found no run to stop: what was asked is the sample
                 break
             await asyncio.sleep(0.25)
+        # Before the workers exit: their agents (supervisor and command) are counted as each ends.
+        row.cpu_s = _fleet_cpu(load) - cpu0
     finally:
         done.set()
         if stopping is not None:
@@ -278,7 +293,7 @@ def print_row(row: Row) -> None:
     print(f"  {'':<17}boundary p50 {B.med(row.boundary):.1f} ms max {max(row.boundary, default=float('nan')):.1f} (n={len(row.boundary)});"
           f" stop p50 {B.med(row.stop):.0f} ms max {max(row.stop, default=float('nan')):.0f} ({len(row.stop)} stopped of {row.stops_asked} asked);"
           + (f" server conns a worker {row.server_peak / row.workers:.2f};" if row.mode == "direct" else f" clients waiting at PgBouncer peak {row.waiting_peak};")
-          + f" other ends {others};"
+          + f" fleet CPU {row.cpu_s:.1f} s, {row.cpu_per_run:.2f} s a run; other ends {others};"
           f" warnings logged {row.warnings}; runs/s over {row.span_s:.1f} s (the last worker up {row.up_s:.1f} s after the first claim)", flush=True)
     for text in row.examples[:3]:
         print(f"  {'':<17}  {text}")
@@ -291,7 +306,7 @@ HEAD = (f"  {'mode':<10}{'workers':>7}{'completed':>11}{'runs/s':>8}{'server con
 
 def print_growth(rows: list[Row]) -> None:
     print("growth: each figure over the same figure for the smallest fleet of its mode (x1.0 = no growth)")
-    print(f"  {'mode':<10}{'workers':>7}{'runs/s':>9}{'server conns':>14}{'client conns':>14}{'boundary p99':>14}{'stop p99':>10}")
+    print(f"  {'mode':<10}{'workers':>7}{'runs/s':>9}{'server conns':>14}{'client conns':>14}{'boundary p99':>14}{'stop p99':>10}{'CPU a run':>11}")
     for mode in dict.fromkeys(r.mode for r in rows):
         ran = [r for r in rows if r.mode == mode and not r.skipped]
         if not ran:
@@ -304,7 +319,8 @@ def print_growth(rows: list[Row]) -> None:
         for r in ran:
             client = x(r.client_peak, base.client_peak) if mode == "pgbouncer" else "-"
             print(f"  {mode:<10}{r.workers:>7}{x(r.rate, base.rate):>9}{x(r.server_peak, base.server_peak):>14}{client:>14}"
-                  f"{x(B.pct(r.boundary, 99), B.pct(base.boundary, 99)):>14}{x(B.pct(r.stop, 99), B.pct(base.stop, 99)):>10}")
+                  f"{x(B.pct(r.boundary, 99), B.pct(base.boundary, 99)):>14}{x(B.pct(r.stop, 99), B.pct(base.stop, 99)):>10}"
+                  f"{x(r.cpu_per_run, base.cpu_per_run):>11}")
 
 
 def _interrupted(*_: object) -> None:

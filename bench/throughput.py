@@ -132,13 +132,13 @@ def _cpu_times() -> tuple[float, float]:
     return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0.0)
 
 
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds a process used so far (its threads included)."""
+def _proc_cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds a process used so far (its threads included; with `children`, those of its children it waited for)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15 if children else 13]) / os.sysconf("SC_CLK_TCK")
 
 
 class Counter:
