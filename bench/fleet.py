@@ -253,7 +253,7 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
                 # open the store only once the gate opens.
                 T.start_workers(load, workers=n, concurrency=args.concurrency, code=RECORDING_WORKER, head=lambda i: [str(samples[i]), str(gate)])
                 pids = row.pids = [p.pid for p in load.procs]
-                sampler = Sampler(server.dsn, server.port, [pgb.proc.pid] if pgb and pgb.proc else pids, pids, pgb)
+                sampler = Sampler(server.dsn, server.port, [pgb.pid] if pgb else pids, pids, pgb)
                 # The bench's own connections go direct: they are not the fleet's.
                 store = await Store.open(url, ws)
                 try:

@@ -67,16 +67,22 @@ class PgBouncer:
         self.root = Path(tempfile.mkdtemp(prefix="swarmkit-pgb-"))
         self.log = self.root / "pgb.log"
         self.proc: subprocess.Popen | None = None
-        self._user: dict[str, object] = {}
+        self._as: tuple[int, int] | None = None  # (uid, gid) to run as
         if os.geteuid() == 0:
             pw = pwd.getpwnam("postgres")
-            os.chown(self.root, pw.pw_uid, pw.pw_gid)
-            self._user = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+            self._as = (pw.pw_uid, pw.pw_gid)
+            os.chown(self.root, *self._as)
 
     def url(self, schema: str | None = None) -> str:
         """The store URL through this PgBouncer (`pgbouncer=true` tells Swarmkit it is behind one)."""
         query = "pgbouncer=true" + (f"&schema={schema}" if schema else "")
         return f"postgresql+asyncpg://{self.user}@127.0.0.1:{self.port}/{self.dbname}?{query}"
+
+    @property
+    def pid(self) -> int:
+        """PgBouncer's own process (its server connections are the TCP sockets it holds to PostgreSQL)."""
+        assert self.proc is not None, "not started"
+        return self.proc.pid
 
     @property
     def dsn(self) -> str:
@@ -107,16 +113,17 @@ class PgBouncer:
             f"{self.dbname} = host={self.server_host} port={self.server_port} dbname={self.dbname}\n"
             "[pgbouncer]\n" + "".join(f"{k} = {v}\n" for k, v in settings.items())
         )
-        if self._user:
+        if self._as:
             for p in (auth, ini):
-                os.chown(p, int(self._user["user"]), int(self._user["group"]))  # type: ignore[call-overload]
+                os.chown(p, *self._as)
         return ini
 
     def start(self, timeout: float = 15) -> PgBouncer:
         ini = self._write_config()
+        uid, gid = self._as or (None, None)
         self.proc = subprocess.Popen(
             [self.bin, str(ini)], cwd=self.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True, **self._user,  # type: ignore[call-overload]
+            stderr=subprocess.DEVNULL, start_new_session=True, user=uid, group=gid, extra_groups=[] if self._as else None,
         )
         deadline = time.monotonic() + timeout
         while True:
