@@ -64,21 +64,31 @@ async def _queue(url: str, ws: str, agents: int, runs: int) -> None:
         await store.close()
 
 
+WORKER_CODE = "import sys; from swarmkit.runtime.cli import main; sys.exit(main())"
+
+
 def start_workload(url: str, ws: str, *, workers: int, concurrency: int, agents: int, runs: int) -> Workload:
     asyncio.run(_queue(url, ws, agents, runs))
+    load = Workload(url, ws, runs=runs)
+    start_workers(load, workers=workers, concurrency=concurrency)
+    return load
+
+
+def start_workers(load: Workload, *, workers: int, concurrency: int, code: str = WORKER_CODE,
+                  head: Callable[[int], list[str]] = lambda i: []) -> None:
+    """`workers` more `swarmkit worker` processes on the load's store, each in a session of its own
+    (a Ctrl-C in the terminal reaches the bench, which ends them); `code` runs the CLI, given `head(i)`
+    before the verb."""
     env = dict(os.environ, SWARMKIT_ACTOR="bench")
     env["PYTHONPATH"] = os.pathsep.join([str(B.ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    load = Workload(url, ws, runs=runs)
-    for i in range(workers):
-        log = Path(ws, f"worker-{i}.log")
+    for i in range(len(load.procs), len(load.procs) + workers):
+        log = Path(load.ws, f"worker-{i}.log")
         load.logs.append(log)
         with open(log, "w") as out:
             load.procs.append(subprocess.Popen(
-                [sys.executable, "-c", "import sys; from swarmkit.runtime.cli import main; sys.exit(main())",
-                 "worker", "--store", url, "--concurrency", str(concurrency), ws],
+                [sys.executable, "-c", code, *head(i), "worker", "--store", load.url, "--concurrency", str(concurrency), load.ws],
                 stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             ))
-    return load
 
 
 def stop_workload(load: Workload) -> None:
@@ -122,13 +132,13 @@ def _cpu_times() -> tuple[float, float]:
     return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0.0)
 
 
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds a process used so far (its threads included)."""
+def _proc_cpu(pid: int, children: bool = False) -> float:
+    """CPU seconds a process used so far (its threads included; with `children`, those of its children it waited for)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15 if children else 13]) / os.sysconf("SC_CLK_TCK")
 
 
 class Counter:

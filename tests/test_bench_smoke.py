@@ -55,3 +55,53 @@ def test_every_benchmark_runs_with_tiny_counts(tmp_path: Path):
         if code != 0 or SCRIPTS[script] not in text:
             failures.append(f"{script} (exit {code}):\n{text[-3000:]}")
     assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.timeout(90)
+def test_the_fleet_bench_runs_direct_and_through_pgbouncer(tmp_path: Path):
+    """bench/fleet.py's round for a fleet of 1 and of 2 workers, on the test server and through a PgBouncer
+    of its own (the two modes side by side): every case runs, its runs end completed or stopped (none lost
+    or faulted), its workers held connections and measured boundaries, and none is left running."""
+    import json
+
+    from .conftest import require_pg
+    from .pgbouncer_instance import pgbouncer_bin
+
+    require_pg()
+    if pgbouncer_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but no pgbouncer is installed")
+        pytest.skip("no pgbouncer installed (Debian package pgbouncer)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               SWARMKIT_POLL="0.1")
+    env.pop("SWARMKIT_STORE", None)
+    procs = {}
+    for mode in ("direct", "pgbouncer"):
+        out = tmp_path / f"{mode}.out"
+        procs[mode] = subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / "fleet.py"), "--mode", mode, "--workers", "1,2", "--runs", "2", "--min-runs", "0",
+             "--agents", "2", "--agent-s", "0.05", "--json", str(tmp_path / f"{mode}.json")],
+            cwd=tmp_path, env=env, stdout=out.open("w"), stderr=subprocess.STDOUT,
+        )
+    for mode, proc in procs.items():
+        try:
+            code = proc.wait(timeout=75)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # the bench cleans up on TERM as on Ctrl-C
+            proc.wait(timeout=30)
+            code = "timeout"
+        text = (tmp_path / f"{mode}.out").read_text(errors="replace")
+        assert code == 0, f"{mode} (exit {code}):\n{text[-3000:]}"
+        assert "runs/s" in text and "growth:" in text, text[-3000:]
+        rows = json.loads((tmp_path / f"{mode}.json").read_text())["rows"]
+        assert [(r["mode"], r["workers"]) for r in rows] == [(mode, 1), (mode, 2)], text[-3000:]
+        for r in rows:
+            assert r["skipped"] is None, text[-3000:]
+            assert (r["lost"], r["faulted"]) == (0, 0), text[-3000:]
+            assert r["completed"] >= 1 and r["completed"] + r["statuses"].get("stopped", 0) == r["runs"], text[-3000:]
+            assert r["server_peak"] >= 1 and r["boundary"], text[-3000:]
+            if mode == "pgbouncer":
+                assert r["client_peak"] >= r["workers"], text[-3000:]
+            for pid in r["pids"]:
+                cmdline = Path(f"/proc/{pid}/cmdline")
+                assert not cmdline.exists() or b"swarmkit.runtime.cli" not in cmdline.read_bytes(), f"worker {pid} left running"
