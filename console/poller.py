@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
-from swarmkit.runtime import control
 from swarmkit.runtime.report import clock_warning
 from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
 from swarmkit.store.clock import store_now
@@ -208,6 +207,9 @@ class Poller:
         read_at = store_now()
         got = await self._read(store, plan)
         if got.lease_expired:
+            # Imported when first needed: the console's first frame needs none of the acts' code.
+            from swarmkit.runtime import control
+
             try:
                 await control.mark_lost(store, self.lease_s)
             except STORE_FAULTS as exc:
