@@ -83,6 +83,7 @@ class MainScreen(ActingScreen):
         self._applied_at: float | None = None  # monotonic time of the last poll applied
         self._unmounted = False
         self._read_only_said = False
+        self._empty_said: str | None = None  # what the empty table's place says now
         self.burn = BurnMeter()
         self.usual = UsualDurations()
 
@@ -184,8 +185,11 @@ class MainScreen(ActingScreen):
         table.show([j.id for j in snap.jobs], fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs
-        if not snap.jobs:
-            empty.update(Text(self._empty_words(), style="dim"))
+        if not snap.jobs and (words := self._empty_words()) != self._empty_said:
+            # Only when the words change: an update lays the whole screen out again
+            # and repaints all of it, every poll of a store with nothing to show.
+            self._empty_said = words
+            empty.update(Text(words, style="dim"))
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
