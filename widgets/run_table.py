@@ -22,6 +22,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from rich.segment import Segment
 from rich.style import Style
@@ -58,6 +59,11 @@ class RunRow:
     burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
 
     def shown(self) -> tuple[str, ...]:
+        return self._shown
+
+    @cached_property
+    def _shown(self) -> tuple[str, ...]:
+        # Asked several times a row each poll (the diff, the cells, the strip cache): made once.
         return tuple(getattr(self, f) for _, _, f in COLUMNS)
 
 
@@ -673,7 +679,7 @@ class RunTable(ScrollView, can_focus=True):
         for i, (cell, width) in enumerate(zip(cells, self._widths)):
             lead = mark if i == 0 else None
             done = kept.get(i) if kept is not None else None
-            if done is not None and done[0] is cell and done[1] == width and done[2] == style and done[3] == lead:
+            if done is not None and done[0] is cell and done[1] == width and (done[2] is style or done[2] == style) and done[3] == lead:
                 segments.extend(done[4])
                 continue
             text = cell.copy()
@@ -682,10 +688,13 @@ class RunTable(ScrollView, can_focus=True):
             for seg in text.render(console, end=""):
                 rendered.append(Segment(seg.text, style + seg.style if seg.style else style))
             rendered.append(pad)
+            # Joined once, when the cell is made (a plain cell and its padding are one
+            # segment): the line is then its cells end to end, with no pass over all of them.
+            rendered = list(Segment.simplify(rendered))
             if kept is not None:
                 kept[i] = (cell, width, style, lead, rendered)
             segments.extend(rendered)
-        return Strip(segments, self._total_width()).simplify()
+        return Strip(segments, self._total_width())
 
 
 class _Reversed:
