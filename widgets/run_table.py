@@ -182,7 +182,9 @@ class RunTable(ScrollView, can_focus=True):
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
         self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, str | None, list[Segment]]]] = {}
-        self._dirty_lines: set[int] = set()  # row indexes to repaint at the next flush
+        # Row indexes to repaint at the next flush, each with the cells (x from, x to) that
+        # changed; None: the whole line (the cursor, a mark).
+        self._dirty_lines: dict[int, tuple[int, int] | None] = {}
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
         self._marked: set[str] = set()
@@ -411,7 +413,9 @@ class RunTable(ScrollView, can_focus=True):
                 self._resize()
                 self.refresh()
             else:
-                self._refresh_key(row.key)
+                index = self._positions().get(row.key)
+                if index is not None:
+                    self._refresh_cells(index, changed[0], changed[-1])
         return n
 
     def _widen(self, row: RunRow, columns: Sequence[int] | None = None) -> bool:
@@ -517,7 +521,17 @@ class RunTable(ScrollView, can_focus=True):
     def _refresh_row_index(self, index: int) -> None:
         # Marked by row index; the screen lines are worked out once, at the flush
         # (a live poll marks dozens of rows: the widget's size and scroll once, not per row).
-        self._dirty_lines.add(index)
+        self._dirty_lines[index] = None
+
+    def _refresh_cells(self, index: int, first: int, last: int) -> None:
+        """Repaint only columns `first`..`last` of a row: a live row changes its usage or an
+        age, and the terminal is sent those cells, not the line (bench/console_render.py)."""
+        if index in self._dirty_lines and self._dirty_lines[index] is None:
+            return
+        x0 = sum(w + 2 * PAD for w in self._widths[:first])
+        x1 = x0 + sum(w + 2 * PAD for w in self._widths[first : last + 1])
+        was = self._dirty_lines.get(index)
+        self._dirty_lines[index] = (min(x0, was[0]), max(x1, was[1])) if was is not None else (x0, x1)
 
     def _flush_lines(self) -> None:
         """Repaint the rows marked since the last flush, in one refresh."""
@@ -525,11 +539,22 @@ class RunTable(ScrollView, can_focus=True):
             # The screen line of a row (the header is line 0). `ScrollView.refresh_line`
             # takes a line of the virtual view and would subtract the scroll a second time.
             top = int(self.scroll_y) - 1
+            scroll_x = int(self.scroll_x)
             width, height = self.size
-            lines = sorted(y for y in (index - top for index in self._dirty_lines) if 1 <= y < height)
+            regions = []
+            for index, cells in self._dirty_lines.items():
+                y = index - top
+                if not 1 <= y < height:
+                    continue
+                if cells is None:
+                    regions.append(Region(0, y, width, 1))
+                else:
+                    x0, x1 = max(0, cells[0] - scroll_x), min(width, cells[1] - scroll_x)
+                    if x1 > x0:
+                        regions.append(Region(x0, y, x1 - x0, 1))
             self._dirty_lines.clear()
-            if lines:
-                self.refresh(*(Region(0, y, width, 1) for y in lines))
+            if regions:
+                self.refresh(*regions)
 
     def _scroll_cursor_into_view(self) -> None:
         rows_shown = max(1, self.scrollable_content_region.height - 1)
