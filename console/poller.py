@@ -67,9 +67,11 @@ LINGER = timedelta(minutes=10)
 FULL_EVERY_S = 30.0
 SKEW = timedelta(seconds=5)
 # The first read of a poller takes the newest this many active runs and ended
-# ones: a screenful and more, shown at once; the next poll, right after it,
-# reads everything (first paint on a 100,000-run store; issue 12).
-PEEK = 200
+# ones: a screenful (a terminal of up to 100 lines), shown at once; the next poll,
+# right after it, reads everything (first paint on a 100,000-run store; issue 12).
+# Each row read before the first frame is made into a record, a table row and its
+# cells: no more of them than the screen can show.
+PEEK = 100
 # The window of a store holding fewer ended runs than ENDED_BOUND: every row.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
