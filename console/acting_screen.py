@@ -3,7 +3,8 @@ palette and the help screen offer, and the words shown after each."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from functools import cached_property
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -15,10 +16,12 @@ from swarmkit.store.records import JobRecord
 from swarmkit.widgets.run_table import COLUMNS, RunTable
 from swarmkit.widgets.safe_text import safe_lines
 
-from .act_runner import ActRunner
 from .acts import ACT_BY_ACTION, ACT_BY_VERB, ACTS
 from .config import ConsoleConfig
 from .store_link import StoreLink
+
+if TYPE_CHECKING:
+    from .act_runner import ActRunner
 
 # Toasts show at most this many lines; the message line keeps the whole text after them.
 TOAST_LINES = 2
@@ -55,8 +58,15 @@ class ActingScreen(Screen):
     read_only: bool
     _unmounted: bool
     last_message: str
-    acts: ActRunner
     _read_only_said: bool
+
+    @cached_property
+    def acts(self) -> ActRunner:
+        # Made at the first act: the acts' code (the runtime's control functions, the
+        # dialogs) is no part of the first frame (bench/console_render.py's first paint).
+        from .act_runner import ActRunner
+
+        return ActRunner(self)  # type: ignore[arg-type]
 
     @property
     def selected(self) -> JobRecord | None:

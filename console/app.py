@@ -41,11 +41,7 @@ class ConsoleApp(App[None]):
         # Only a choice made here (the palette's theme picker) is kept for next time.
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.config))
-        # What start-up made (modules, the app, its widgets) lives as long as the
-        # console: out of the cyclic collector's way, a full collection walks
-        # only what came after, not a few hundred thousand objects each time
-        # (pauses of a tenth of a second and more, measured in bench/logs.py).
-        self.call_after_refresh(gc.freeze)
+        self.call_after_refresh(_after_first_frame)
 
     def _theme_changed(self, theme: Theme) -> None:
         use_theme(self.get_css_variables())
@@ -53,6 +49,16 @@ class ConsoleApp(App[None]):
         for screen in self.screen_stack:
             for widget in screen.query("RunTable, StateCounts, RunDetail"):
                 widget.restyle()  # type: ignore[attr-defined]
+
+
+def _after_first_frame() -> None:
+    # What start-up made (modules, the app, its widgets) lives as long as the
+    # console: out of the cyclic collector's way, a full collection walks
+    # only what came after, not a few hundred thousand objects each time
+    # (pauses of a tenth of a second and more, measured in bench/logs.py).
+    gc.freeze()
+    # `swarmkit-console` starts with the collector off (cli.main); from here on it runs.
+    gc.enable()
 
 
 def make_app(

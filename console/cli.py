@@ -1,25 +1,19 @@
-"""`swarmkit-console`: the operator console, its headless `--once` dump, and the demo."""
+"""`swarmkit-console`: the operator console, its headless `--once` dump, and the demo.
+
+Importing this module loads neither the store (SQLAlchemy) nor asyncio nor Textual:
+`main` turns the cyclic garbage collector off first, and they load after it (see `main`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
+import gc
 import os
-import signal
 import sys
 
-from swarmkit.runtime import control
 from swarmkit.runtime.exit_code import ExitCode
-from swarmkit.runtime.report import clock_warning, runs_table
-from swarmkit.runtime.settings import Settings, application_name
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.version_action import VersionAction
-from swarmkit.store import STORE_FAULTS, NoStoreError, Store, StoreError, StoreUrlError, masked, resolve_store
-from swarmkit.store.clock import store_now
-from swarmkit.store.engine import log_to_stderr
-from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
-from swarmkit.store.records import merged_view, run_list
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,11 +46,25 @@ def build_demo_parser() -> argparse.ArgumentParser:
 
 
 def err(msg: str) -> None:
+    from swarmkit.store import masked
+
     # Whatever an error quotes (a URL, a driver's DSN), its password stays hidden.
     print(f"swarmkit-console: {plain(masked(msg))}", file=sys.stderr)
 
 
 async def dump_once(store_url: str | None, workspace: str | None, as_json: bool) -> int:
+    # Imported here: the console's first frame needs none of them (its start-up is measured in
+    # bench/console_render.py).
+    import json
+
+    from swarmkit.runtime import control
+    from swarmkit.runtime.report import clock_warning, runs_table
+    from swarmkit.runtime.settings import Settings, application_name
+    from swarmkit.store import Store
+    from swarmkit.store.clock import store_now
+    from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
+    from swarmkit.store.records import merged_view, run_list
+
     # Never creates a store: a mistyped path is an error, not an empty table.
     store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True, application_name=application_name("console"))
     try:
@@ -98,6 +106,9 @@ def run_console(store: str | None, workspace: str | None, *, read_only: bool, po
 
 
 def run_demo(argv: list[str]) -> int:
+    import asyncio
+    import signal
+
     from .app import make_app
     from .demo_session import DemoSession
 
@@ -127,11 +138,29 @@ def run_demo(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Start-up makes a few hundred thousand objects that live as long as the process
+    # (modules, classes, the app's styles): the cyclic collector walking them again and
+    # again while they load is a fifth of the CPU before the first frame. It is off until
+    # then; the app turns it back on once its first frame is drawn (ConsoleApp.on_mount).
+    gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()
+
+
+def _main(argv: list[str] | None) -> int:
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, NoStoreError, StoreError, StoreUrlError, resolve_store
+    from swarmkit.store.engine import log_to_stderr
+
     log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit-console")
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"]:
         return run_demo(argv[1:])
     if argv[:1] == ["serve"]:
+        gc.enable()  # a server for hours, with no first frame of its own
         # textual-serve and aiohttp are imported there only: no other use starts slower.
         from .web import run_serve
 
@@ -149,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         err(str(exc))
         return ExitCode.USAGE
     if args.once:
+        gc.enable()
         try:
             return asyncio.run(dump_once(args.store, args.workspace, args.json))
         except NoStoreError as exc:
@@ -184,6 +214,10 @@ def probe_store(store_url: str | None, workspace: str | None) -> str | None:
     A mistyped path or schema is an error to say, not an empty console that
     waits for ever. An unreachable or locked store is not: the console shows
     it, and retries."""
+    import asyncio
+
+    from swarmkit.store import STORE_FAULTS, NoStoreError, StoreError
+
     try:
         asyncio.run(_probe(store_url, workspace))
     except NoStoreError as exc:
@@ -194,6 +228,9 @@ def probe_store(store_url: str | None, workspace: str | None) -> str | None:
 
 
 async def _probe(store_url: str | None, workspace: str | None) -> None:
+    from swarmkit.runtime.settings import application_name
+    from swarmkit.store import Store
+
     store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True, application_name=application_name("console"))
     await store.close()
 

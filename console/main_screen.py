@@ -31,12 +31,9 @@ from swarmkit.widgets.safe_text import safe
 from swarmkit.widgets.state_counts import StateCounts, StoreSummary
 
 from .act_commands import ActCommands
-from .act_runner import ActRunner
 from .acting_screen import ActingScreen, problem_text
 from .burn_meter import BurnMeter
 from .config import ConsoleConfig
-from .help_screen import HelpScreen
-from .log_screen import LogScreen
 from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
 from .run_views import clock_time, detail_data, detail_sections, run_row
@@ -78,7 +75,6 @@ class MainScreen(ActingScreen):
         self.last_message = ""
         self._last_ok_at: datetime | None = None
         self.schedule = PollSchedule(config.poll_interval, self.set_timer, self._poll)
-        self.acts = ActRunner(self)
         self._detail_key: str | None = None
         self._detail_dirty = False
         self._detail_busy = False
@@ -87,6 +83,7 @@ class MainScreen(ActingScreen):
         self._applied_at: float | None = None  # monotonic time of the last poll applied
         self._unmounted = False
         self._read_only_said = False
+        self._empty_said: str | None = None  # what the empty table's place says now
         self.burn = BurnMeter()
         self.usual = UsualDurations()
 
@@ -188,8 +185,11 @@ class MainScreen(ActingScreen):
         table.show([j.id for j in snap.jobs], fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs
-        if not snap.jobs:
-            empty.update(Text(self._empty_words(), style="dim"))
+        if not snap.jobs and (words := self._empty_words()) != self._empty_said:
+            # Only when the words change: an update lays the whole screen out again
+            # and repaints all of it, every poll of a store with nothing to show.
+            self._empty_said = words
+            empty.update(Text(words, style="dim"))
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
@@ -409,7 +409,10 @@ class MainScreen(ActingScreen):
         box.display = False
         self.query_one(RunTable).focus()
 
+    # The help and log screens are imported when first opened: the first frame needs neither.
     def action_help(self) -> None:
+        from .help_screen import HelpScreen
+
         self.app.push_screen(HelpScreen(self.help_entries(), read_only=self.read_only))
 
     def action_logs(self) -> None:
@@ -417,6 +420,8 @@ class MainScreen(ActingScreen):
         if job is None:
             self.say("no run selected", "warning")
             return
+        from .log_screen import LogScreen
+
         self.app.push_screen(LogScreen(self.link, job, clock=self.clock, poll_interval=self.poll_interval))
 
     VIEW_HELP: ClassVar[dict[str, str]] = {

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
-from swarmkit.runtime import control
 from swarmkit.runtime.report import clock_warning
 from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
 from swarmkit.store.clock import store_now
@@ -68,9 +67,11 @@ LINGER = timedelta(minutes=10)
 FULL_EVERY_S = 30.0
 SKEW = timedelta(seconds=5)
 # The first read of a poller takes the newest this many active runs and ended
-# ones: a screenful and more, shown at once; the next poll, right after it,
-# reads everything (first paint on a 100,000-run store; issue 12).
-PEEK = 200
+# ones: a screenful (a terminal of up to 100 lines), shown at once; the next poll,
+# right after it, reads everything (first paint on a 100,000-run store; issue 12).
+# Each row read before the first frame is made into a record, a table row and its
+# cells: no more of them than the screen can show.
+PEEK = 100
 # The window of a store holding fewer ended runs than ENDED_BOUND: every row.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -208,6 +209,9 @@ class Poller:
         read_at = store_now()
         got = await self._read(store, plan)
         if got.lease_expired:
+            # Imported when first needed: the console's first frame needs none of the acts' code.
+            from swarmkit.runtime import control
+
             try:
                 await control.mark_lost(store, self.lease_s)
             except STORE_FAULTS as exc:

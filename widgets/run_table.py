@@ -22,6 +22,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from rich.segment import Segment
 from rich.style import Style
@@ -58,6 +59,11 @@ class RunRow:
     burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
 
     def shown(self) -> tuple[str, ...]:
+        return self._shown
+
+    @cached_property
+    def _shown(self) -> tuple[str, ...]:
+        # Asked several times a row each poll (the diff, the cells, the strip cache): made once.
         return tuple(getattr(self, f) for _, _, f in COLUMNS)
 
 
@@ -176,7 +182,9 @@ class RunTable(ScrollView, can_focus=True):
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
         self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, str | None, list[Segment]]]] = {}
-        self._dirty_lines: set[int] = set()  # row indexes to repaint at the next flush
+        # Row indexes to repaint at the next flush, each with the cells (x from, x to) that
+        # changed; None: the whole line (the cursor, a mark).
+        self._dirty_lines: dict[int, tuple[int, int] | None] = {}
         self._header: tuple[tuple, Strip] | None = None
         self._last_highlighted: str | None = None
         self._marked: set[str] = set()
@@ -405,7 +413,9 @@ class RunTable(ScrollView, can_focus=True):
                 self._resize()
                 self.refresh()
             else:
-                self._refresh_key(row.key)
+                index = self._positions().get(row.key)
+                if index is not None:
+                    self._refresh_cells(index, changed[0], changed[-1])
         return n
 
     def _widen(self, row: RunRow, columns: Sequence[int] | None = None) -> bool:
@@ -511,7 +521,17 @@ class RunTable(ScrollView, can_focus=True):
     def _refresh_row_index(self, index: int) -> None:
         # Marked by row index; the screen lines are worked out once, at the flush
         # (a live poll marks dozens of rows: the widget's size and scroll once, not per row).
-        self._dirty_lines.add(index)
+        self._dirty_lines[index] = None
+
+    def _refresh_cells(self, index: int, first: int, last: int) -> None:
+        """Repaint only columns `first`..`last` of a row: a live row changes its usage or an
+        age, and the terminal is sent those cells, not the line (bench/console_render.py)."""
+        if index in self._dirty_lines and self._dirty_lines[index] is None:
+            return
+        x0 = sum(w + 2 * PAD for w in self._widths[:first])
+        x1 = x0 + sum(w + 2 * PAD for w in self._widths[first : last + 1])
+        was = self._dirty_lines.get(index)
+        self._dirty_lines[index] = (min(x0, was[0]), max(x1, was[1])) if was is not None else (x0, x1)
 
     def _flush_lines(self) -> None:
         """Repaint the rows marked since the last flush, in one refresh."""
@@ -519,11 +539,22 @@ class RunTable(ScrollView, can_focus=True):
             # The screen line of a row (the header is line 0). `ScrollView.refresh_line`
             # takes a line of the virtual view and would subtract the scroll a second time.
             top = int(self.scroll_y) - 1
+            scroll_x = int(self.scroll_x)
             width, height = self.size
-            lines = sorted(y for y in (index - top for index in self._dirty_lines) if 1 <= y < height)
+            regions = []
+            for index, cells in self._dirty_lines.items():
+                y = index - top
+                if not 1 <= y < height:
+                    continue
+                if cells is None:
+                    regions.append(Region(0, y, width, 1))
+                else:
+                    x0, x1 = max(0, cells[0] - scroll_x), min(width, cells[1] - scroll_x)
+                    if x1 > x0:
+                        regions.append(Region(x0, y, x1 - x0, 1))
             self._dirty_lines.clear()
-            if lines:
-                self.refresh(*(Region(0, y, width, 1) for y in lines))
+            if regions:
+                self.refresh(*regions)
 
     def _scroll_cursor_into_view(self) -> None:
         rows_shown = max(1, self.scrollable_content_region.height - 1)
@@ -673,7 +704,7 @@ class RunTable(ScrollView, can_focus=True):
         for i, (cell, width) in enumerate(zip(cells, self._widths)):
             lead = mark if i == 0 else None
             done = kept.get(i) if kept is not None else None
-            if done is not None and done[0] is cell and done[1] == width and done[2] == style and done[3] == lead:
+            if done is not None and done[0] is cell and done[1] == width and (done[2] is style or done[2] == style) and done[3] == lead:
                 segments.extend(done[4])
                 continue
             text = cell.copy()
@@ -682,10 +713,13 @@ class RunTable(ScrollView, can_focus=True):
             for seg in text.render(console, end=""):
                 rendered.append(Segment(seg.text, style + seg.style if seg.style else style))
             rendered.append(pad)
+            # Joined once, when the cell is made (a plain cell and its padding are one
+            # segment): the line is then its cells end to end, with no pass over all of them.
+            rendered = list(Segment.simplify(rendered))
             if kept is not None:
                 kept[i] = (cell, width, style, lead, rendered)
             segments.extend(rendered)
-        return Strip(segments, self._total_width()).simplify()
+        return Strip(segments, self._total_width())
 
 
 class _Reversed:

@@ -82,6 +82,38 @@ async def test_run_table_diffs_keyed_rows_and_keeps_the_cursor():
         await pilot.pause()
 
 
+async def test_run_table_repaints_only_the_cells_that_changed():
+    """A live row's usage ticks: the terminal is sent that cell's span of the line, which then
+    reads right; a cursor move repaints its two lines whole."""
+    app = TableApp()
+    async with app.run_test(size=(120, 12)) as pilot:
+        table = app.query_one(RunTable)
+        keys = [f"{i:032x}" for i in range(4)]
+        table.show_rows([row(k, created_at=i, usage="10 tok $0.01") for i, k in enumerate(keys)])
+        await pilot.pause()
+        refreshed = []
+        real = table.refresh
+
+        def spy(*regions, **kw):
+            refreshed.extend(regions)
+            return real(*regions, **kw)
+
+        table.refresh = spy  # type: ignore[method-assign]
+        target = keys[1]
+        table.show_rows([row(k, created_at=i, usage="99 tok $0.09" if k == target else "10 tok $0.01") for i, k in enumerate(keys)])
+        y = screen_line(table, target) + 1  # the header is line 0
+        text = table.render_line(y).text
+        assert "99 tok $0.09" in text and target[:8] in text and "flow-" + target[:8] in text
+        usage_x = text.index("99 tok")
+        assert len(refreshed) == 1 and refreshed[0].y == y
+        assert refreshed[0].x <= usage_x < usage_x + len("99 tok $0.09") <= refreshed[0].right
+        assert refreshed[0].x > text.index(target[:8])  # the id, flow and status cells are not sent again
+        refreshed.clear()
+        table.move_cursor(table.cursor_row + 1)
+        assert sorted(r.y for r in refreshed) == [1, 2] and all(r.x == 0 and r.width == table.size.width for r in refreshed)
+        await pilot.pause()
+
+
 def screen_line(table: RunTable, key: str) -> int:
     return table.get_row_index(key) - int(table.scroll_y)
 
