@@ -299,7 +299,7 @@ class LiteStore:
         try:
             out = fn(self._conn)
         except BaseException:
-            raw.execute("ROLLBACK")
+            _rollback(raw)
             raise
         raw.execute("COMMIT")
         return out
@@ -321,7 +321,7 @@ class LiteStore:
         try:
             yield _AsyncFace(self._conn)
         except BaseException:
-            raw.execute("ROLLBACK")
+            _rollback(raw)
             raise
         raw.execute("COMMIT")
 
@@ -333,7 +333,7 @@ class LiteStore:
         try:
             yield _AsyncFace(self._conn)
         except BaseException:
-            raw.execute("ROLLBACK")
+            _rollback(raw)
             raise
         raw.execute("COMMIT")
 
@@ -354,6 +354,12 @@ class LiteStore:
             full, self._full = self._full, None
             await full.close()
         self._conn.raw.close()
+
+
+def _rollback(raw: sqlite3.Connection) -> None:
+    # SQLite may have ended the transaction itself (a full disk, an I/O error): the first error is the one to tell.
+    if raw.in_transaction:
+        raw.execute("ROLLBACK")
 
 
 def _fault(exc: BaseException, loc: StoreLocation) -> StoreError:
