@@ -346,6 +346,8 @@ _PER_TRANSACTION_NO_SCHEMA = "SELECT set_config('idle_in_transaction_session_tim
 
 
 def _install_per_transaction_settings(engine: AsyncEngine, schema: str | None) -> None:
+    from sqlalchemy import event
+
     timeout = str(PG_IDLE_IN_TRANSACTION_MS)
 
     @event.listens_for(engine.sync_engine, "begin")
