@@ -6,8 +6,9 @@ Every figure is the wall time of a fresh process, median over `--reps`, the
 cases interleaved round by round so that a busy machine slows them alike:
 
 - `python -c pass`: the floor of any Python command;
-- `python -c "import sqlalchemy"`: the floor of any verb that reads the store
-  (every act and query is a SQLAlchemy Core statement);
+- `python -c "import sqlalchemy"`: the floor of a verb that loads SQLAlchemy;
+  `status` and `stop` on SQLite do not: their statements, SQLAlchemy Core, run
+  compiled through sqlite3 (store/lite.py);
 - `swarmkit --help`, `swarmkit --version`;
 - `swarmkit status` on a SQLite store of `--runs` runs (most ended, some queued);
 - `swarmkit stop ID` of a queued run (a real stop: one conditional UPDATE, its

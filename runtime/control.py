@@ -16,40 +16,30 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, case, insert, select, update
-from sqlalchemy.exc import OperationalError
-
-from swarmkit.store import STORE_FAULTS, Store, clock
+from swarmkit.store import clock
 from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, connect, masked
-from swarmkit.store.models import (
-    CANCELLED,
-    DEFERRED,
-    LOST,
-    QUEUED,
-    RESUMABLE_STATUSES,
-    RUNNING,
-    STOPPED,
-    TERMINAL_STATUSES,
-    audit,
-    checkpoints,
-    events,
-    jobs,
-)
-from swarmkit.store.queries import get_job, jobs_by_prefix, live_workers, node_durations
+from swarmkit.store.named import S
+from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
 from swarmkit.store.records import JobRecord
+from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
 from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .steps import step_words
-from .workspaces import carry_out, decide
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
+    from swarmkit.store import Store
+
     from .flow import Flow
+
+# `stop`, `resolve_run` and what they write run by named statements (store/named.py):
+# on a lite SQLite store (store/lite.py) `swarmkit stop` and `status` load no
+# SQLAlchemy (issue 13). The other acts import it where they build their statements.
 
 # Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
 # The exit codes the CLI gives for an act's result: the one ExitCode list.
@@ -82,7 +72,7 @@ def _ts(value: datetime | None) -> str:
 
 async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> None:
     await conn.execute(
-        insert(audit).values(at=at or store_now(), actor=actor, action=action, job_id=job_id, detail=json.dumps(detail or {}, sort_keys=True))
+        S.INSERT_AUDIT, {"b_at": at or store_now(), "b_actor": actor, "b_action": action, "b_job_id": job_id, "b_detail": json.dumps(detail or {}, sort_keys=True)}
     )
 
 
@@ -98,7 +88,7 @@ def storable(text: str) -> str:
 
 
 async def record_event(conn: AsyncConnection, job_id: str, kind: str, text: str = "", node: str | None = None, step: int | None = None, at: datetime | None = None) -> None:
-    await conn.execute(insert(events).values(job_id=job_id, at=at or store_now(), kind=kind, node=node, step=step, text=storable(text)))
+    await conn.execute(S.INSERT_EVENT, {"b_job_id": job_id, "b_at": at or store_now(), "b_kind": kind, "b_node": node, "b_step": step, "b_text": storable(text)})
 
 
 async def resolve_run(store: Store, ref: str) -> JobRecord:
@@ -144,6 +134,10 @@ async def submit(
     host_here: bool = False,
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
+    from sqlalchemy import insert
+
+    from swarmkit.store.models import checkpoints, jobs
+
     actor = actor or default_actor()
     # Read before the run exists: a module too big to store refuses the submit.
     from .flow_modules import collect_modules, encode_modules  # flows load only where one is submitted or claimed
@@ -231,15 +225,11 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
                     already=True,
                 )
             # A plain stop not yet taken may be made a stop --now; it keeps who asked first and when.
-            cond = [jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.cancel_requested_at.is_(None)]
-            values: dict[str, Any] = dict(updated_at=at, stop_now=now)
-            if pending:
-                cond += [jobs.c.stop_requested_at.is_not(None), jobs.c.stop_now.is_not(True)]
-            else:
-                cond.append(jobs.c.stop_requested_at.is_(None))
-                values.update(stop_requested_at=at, stop_requested_by=actor, stop_overdue_at=await overdue_at(store, job, at))
+            params: dict[str, Any] = {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_now": now}
+            if not pending:
+                params.update(b_actor=actor, b_overdue_at=await overdue_at(store, job, at))
             async with store.write() as conn:
-                res = await conn.execute(update(jobs).where(*cond).values(**values))
+                res = await conn.execute(S.STOP_RUNNING_NOW if pending else S.STOP_RUNNING, params)
                 if res.rowcount == 1:
                     detail: dict[str, Any] = {"node": job.current_node, "step": step_words(job.step, job.steps)}
                     if now:
@@ -263,11 +253,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
                 return ActResult(DONE, True, message, await _reload(store, job.id))
         elif job.status == QUEUED:
             async with store.write() as conn:
-                res = await conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job.id, jobs.c.status == QUEUED, jobs.c.epoch == job.epoch)
-                    .values(status=STOPPED, stop_requested_at=at, stop_requested_by=actor, stop_now=False, updated_at=at)
-                )
+                res = await conn.execute(S.STOP_QUEUED, {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_actor": actor})
                 if res.rowcount == 1:
                     await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": step_words(job.step, job.steps), **({"now": True} if now else {})}, at=at)
                     await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": step_words(job.step, job.steps)}, at=at)
@@ -324,6 +310,10 @@ def _refuse_resume(job: JobRecord) -> ActResult:
 
 async def resume(store: Store, ref: str, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
     """Put a stopped, deferred or lost run back in the queue for a worker."""
+    from sqlalchemy import update
+
+    from swarmkit.store.models import jobs
+
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     for _ in range(_RETRIES):
@@ -355,6 +345,10 @@ async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActRes
 
 async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) -> tuple[ActResult, JobRecord | None]:
     """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here."""
+    from sqlalchemy import case, update
+
+    from swarmkit.store.models import jobs
+
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     await mark_lost(store, Settings.from_env().lease_s)
@@ -401,6 +395,11 @@ async def claim_queued(store: Store, limit: int, *, worker: str | None = None, t
     queued for a worker that can, and an event (`run.unloadable`) names this
     worker and what it lacks, once per run for each `told` set (a worker's).
     """
+    from sqlalchemy import select
+
+    from swarmkit.store import STORE_FAULTS
+    from swarmkit.store.models import jobs
+
     if limit <= 0:
         return []
     told = set() if told is None else told
@@ -447,6 +446,10 @@ async def _tell_unloadable(store: Store, job_id: str, worker: str, missing: list
 
 
 async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> JobRecord | None:
+    from sqlalchemy import case, update
+
+    from swarmkit.store.models import jobs
+
     async with store.write() as conn:
         res = await conn.execute(
             update(jobs)
@@ -469,6 +472,12 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> Jo
 
 
 async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
+    from sqlalchemy import update
+
+    from swarmkit.store.models import jobs
+
+    from .workspaces import carry_out, decide
+
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     keep_words = "kept" if keep else "destroyed"
@@ -533,16 +542,22 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
         return []  # looking only: a read-only store cannot be marked
     await store.keep_time()
     sqlite = store.loc.is_sqlite
-    lapsed = clock.stale(jobs, sqlite)
     async with store.read() as conn:
-        stale = (
-            await conn.execute(
-                select(jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by, jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at, jobs.c.flow, jobs.c.current_node).where(
-                    jobs.c.status == RUNNING, lapsed
-                ),
-                clock.age_params(lease_s, sqlite),
-            )
-        ).all()
+        stale = (await conn.execute(S.STALE_RUNNING_SQLITE if sqlite else S.STALE_RUNNING, clock.age_params(lease_s, sqlite))).all()
+    if not stale:
+        return []
+    from sqlalchemy import and_, update
+    from sqlalchemy.exc import OperationalError
+
+    from swarmkit.store.lite import LiteStore
+    from swarmkit.store.models import jobs
+
+    from .workspaces import carry_out, decide
+
+    if isinstance(store, LiteStore):
+        # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.
+        store = await store.full_store()
+    lapsed = clock.stale(jobs, sqlite)
     marked: list[str] = []
     for row in stale:
         now = store_now()
@@ -609,5 +624,7 @@ def no_worker_hint(short_id: str) -> str:
 
 
 async def live_worker_count(store: Store, lease_s: float) -> int:
+    from swarmkit.store.queries import live_workers
+
     async with store.read() as conn:
         return len(await conn.run_sync(live_workers, lease_s))

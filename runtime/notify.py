@@ -25,17 +25,16 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import insert, select, update
-
-from swarmkit.store import STORE_FAULTS, Store, describe_db_error
 from swarmkit.store.clock import store_now
-from swarmkit.store.models import notifications
+from swarmkit.store.named import S
 
 from .errors import UsageError
 
 if TYPE_CHECKING:
     # Only for the annotations: SQLAlchemy's asyncio layer loads the ORM, which no one-shot verb needs.
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from swarmkit.store import Store
 
 log = logging.getLogger("swarmkit.notify")
 
@@ -54,11 +53,7 @@ async def record_notification(
     at = at or store_now()
     event_id = uuid.uuid4().hex
     body = dict(event_id=event_id, kind=kind, run_id=job_id, flow=flow, node=node, step=step, at=at.isoformat(), text=text)
-    await conn.execute(
-        insert(notifications).values(
-            event_id=event_id, job_id=job_id, kind=kind, body=json.dumps(body, sort_keys=True), created_at=at, next_at=at, attempts=0,
-        )
-    )
+    await conn.execute(S.INSERT_NOTIFICATION, {"b_event_id": event_id, "b_job_id": job_id, "b_kind": kind, "b_body": json.dumps(body, sort_keys=True), "b_at": at})
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -90,6 +85,8 @@ class Notifier:
         self.delivered = 0
 
     async def run(self) -> None:
+        from swarmkit.store import STORE_FAULTS, describe_db_error
+
         while True:
             try:
                 await self.deliver_due()
@@ -98,6 +95,10 @@ class Notifier:
             await asyncio.sleep(self.poll_s)
 
     async def deliver_due(self) -> int:
+        from sqlalchemy import select
+
+        from swarmkit.store.models import notifications
+
         now = store_now()
         async with self.store.read() as conn:
             due = (await conn.execute(
@@ -120,6 +121,10 @@ class Notifier:
         return sent
 
     async def _claim(self, row_id: int, next_at: datetime, now: datetime) -> bool:
+        from sqlalchemy import update
+
+        from swarmkit.store.models import notifications
+
         async with self.store.write() as conn:
             res = await conn.execute(
                 update(notifications)
@@ -129,12 +134,20 @@ class Notifier:
         return res.rowcount == 1
 
     async def _done(self, row_id: int) -> None:
+        from sqlalchemy import update
+
+        from swarmkit.store.models import notifications
+
         async with self.store.write() as conn:
             await conn.execute(update(notifications).where(notifications.c.id == row_id).values(delivered_at=store_now(), last_error=None))
 
     async def _again(self, row_id: int, attempts: int, error: str) -> None:
         delay = min(self.backoff_s * 2 ** max(0, attempts - 1), MAX_BACKOFF_S)
         log.info("notification %d not delivered (%s); trying again in %.0fs", row_id, error, delay)
+        from sqlalchemy import update
+
+        from swarmkit.store.models import notifications
+
         async with self.store.write() as conn:
             await conn.execute(
                 update(notifications).where(notifications.c.id == row_id, notifications.c.delivered_at.is_(None))

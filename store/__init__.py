@@ -24,7 +24,7 @@ _WHERE = {
     "StoreReplaced": "identity",
     "store_now": "clock",
     "JobRecord": "records", "merged_view": "records",
-    **{name: "models" for name in (
+    **{name: "statuses" for name in (
         "ACTIVE_STATUSES", "CANCELLED", "COMPLETED", "DEFERRED", "FAILED", "FAULTED", "LOST", "QUEUED",
         "RESUMABLE_STATUSES", "RUNNING", "STOPPED", "STORED_STATUSES", "TERMINAL_STATUSES",
     )},
@@ -52,7 +52,9 @@ if TYPE_CHECKING:
     from .clock import store_now
     from .engine import STORE_ENV, StoreError, StoreLocation, StoreUrlError, masked, resolve_store
     from .identity import StoreReplaced
-    from .models import (
+    from .records import JobRecord, merged_view
+    from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError
+    from .statuses import (
         ACTIVE_STATUSES,
         CANCELLED,
         COMPLETED,
@@ -67,6 +69,4 @@ if TYPE_CHECKING:
         STORED_STATUSES,
         TERMINAL_STATUSES,
     )
-    from .records import JobRecord, merged_view
-    from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError
     from .store import STORE_FAULTS, Store, describe_db_error, is_transient

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, not_, or_, text
-from sqlalchemy.sql.elements import ColumnElement
-
-from .models import UTCDateTime
+if TYPE_CHECKING:
+    # Imported where a statement is built: a one-shot verb on SQLite reads the time without SQLAlchemy.
+    from sqlalchemy import Connection, Table
+    from sqlalchemy.sql.elements import ColumnElement
 
 # How long an anchor is trusted before it is measured again: the boot clock
 # and the server's drift apart by parts per million, a few milliseconds a day.
@@ -72,6 +72,8 @@ def sync_from(conn: Connection) -> None:
     global _anchor
     if conn.dialect.name == "sqlite":
         return
+    from sqlalchemy import text
+
     t0 = boot_clock()
     server = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
     t1 = boot_clock()
@@ -93,6 +95,10 @@ def beat() -> dict[str, Any]:
 
 def stale(table: Table, sqlite: bool) -> ColumnElement[bool]:
     """`table`'s heartbeat is older than the age given to `age_params` (a lapsed lease, a gone worker)."""
+    from sqlalchemy import and_, bindparam, or_
+
+    from .models import UTCDateTime
+
     by_wall = table.c.heartbeat_at < bindparam("b_cutoff", type_=UTCDateTime())
     if not sqlite:
         return by_wall
@@ -105,6 +111,8 @@ def stale(table: Table, sqlite: bool) -> ColumnElement[bool]:
 
 
 def fresh(table: Table, sqlite: bool) -> ColumnElement[bool]:
+    from sqlalchemy import and_, not_
+
     return and_(table.c.heartbeat_at.is_not(None), not_(stale(table, sqlite)))
 
 

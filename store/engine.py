@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
-from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
-
 if TYPE_CHECKING:
+    # SQLAlchemy is imported where an engine is made or a URL parsed: a one-shot verb on
+    # SQLite runs through the standard library's sqlite3 without it (store/lite.py; issue 13).
+    from sqlalchemy import Connection, Engine
+    from sqlalchemy.engine import URL
+
     # SQLAlchemy's asyncio layer imports the ORM: loaded only where an async engine is made.
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -62,8 +63,9 @@ def masked(text_or_url: object) -> str:
     that shares the store, and printed into terminals and CI logs: each of
     those goes through here before it is shown or stored.
     """
-    if isinstance(text_or_url, URL):
-        text = text_or_url.render_as_string(hide_password=True)
+    render = getattr(text_or_url, "render_as_string", None)  # a URL (SQLAlchemy's, or lite.SqliteFile)
+    if render is not None:
+        text = render(hide_password=True)
     else:
         text = str(text_or_url)
     if "://" in text:
@@ -128,6 +130,9 @@ def default_sqlite_path(workspace: Path) -> Path:
 
 def resolve_store(store: str | None = None, workspace: str | os.PathLike | None = None) -> StoreLocation:
     """`--store` wins, then `SWARMKIT_STORE`, then SQLite in the workspace."""
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
     ws = Path(workspace if workspace is not None else os.getcwd()).resolve()
     raw = store or os.environ.get(STORE_ENV) or None
     if raw is None:
@@ -246,15 +251,22 @@ def read_only_location(loc: StoreLocation) -> StoreLocation:
     return dataclasses.replace(loc, read_only=True, immutable=True, stale_warning=STALE_WARNING if pending else None)
 
 
-def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
-    if not loc.read_only:
-        return loc.url.set(drivername=driver)
-    query = {"mode": "ro", "uri": "true"}
+def sqlite_read_only_query(loc: StoreLocation) -> dict[str, str]:
+    """The `file:` URI's query that opens a read-only SQLite store (here, and on a lite store: store/lite.py)."""
+    query = {"mode": "ro"}
     if loc.immutable:
         # No locks and no WAL: the one way to open a WAL store on a read-only
         # mount that lacks its -shm (read_only_location decides).
         query["immutable"] = "1"
-    return URL.create(driver, database=sqlite_file_uri(loc.url.database or ""), query=query)
+    return query
+
+
+def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
+    from sqlalchemy.engine import URL
+
+    if not loc.read_only:
+        return loc.url.set(drivername=driver)
+    return URL.create(driver, database=sqlite_file_uri(loc.url.database or ""), query={**sqlite_read_only_query(loc), "uri": "true"})
 
 
 PG_IDLE_IN_TRANSACTION_MS = 5000
@@ -346,6 +358,8 @@ _PER_TRANSACTION_NO_SCHEMA = "SELECT set_config('idle_in_transaction_session_tim
 
 
 def _install_per_transaction_settings(engine: AsyncEngine, schema: str | None) -> None:
+    from sqlalchemy import event
+
     timeout = str(PG_IDLE_IN_TRANSACTION_MS)
 
     @event.listens_for(engine.sync_engine, "begin")
@@ -359,6 +373,8 @@ def _install_per_transaction_settings(engine: AsyncEngine, schema: str | None) -
 def make_sync_engine(loc: StoreLocation) -> Engine:
     """A stdlib-driver engine on the same SQLite file, for one dedicated thread."""
     assert loc.is_sqlite
+    from sqlalchemy import create_engine
+
     engine = create_engine(
         _sqlite_url(loc, "sqlite+pysqlite"),
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
@@ -369,7 +385,15 @@ def make_sync_engine(loc: StoreLocation) -> Engine:
     return engine
 
 
+def sqlite_pragmas(read_only: bool) -> list[str]:
+    """What every connection to a SQLite store runs first (here, and on a lite store: store/lite.py)."""
+    pragmas = [] if read_only else ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"]
+    return pragmas + ["PRAGMA foreign_keys=ON", f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}"]
+
+
 def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False) -> None:
+    from sqlalchemy import Engine, event
+
     sync_engine = cast(Engine, getattr(engine, "sync_engine", engine))
 
     @event.listens_for(sync_engine, "connect")
@@ -378,11 +402,8 @@ def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False)
         # decide when BEGIN happens and of which kind.
         dbapi_connection.isolation_level = None
         cur = dbapi_connection.cursor()
-        if not read_only:
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+        for pragma in sqlite_pragmas(read_only):
+            cur.execute(pragma)
         cur.close()
 
     @event.listens_for(sync_engine, "begin")

@@ -11,13 +11,12 @@ itself (`store.db.id`), so that nothing makes a fresh store where one was.
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
-
 from .engine import StoreError, StoreLocation
+from .named import S
 
 if TYPE_CHECKING:
     from . import Store
@@ -60,9 +59,12 @@ async def claim(store: Store) -> tuple[int, int] | None:
     db, id_file = _paths(store.loc)
     try:
         # Through run_read: on the store's thread, with no async engine made for it (see Store.engine).
-        row = await store.run_read(lambda conn: conn.execute(text("SELECT value FROM swarmkit_meta WHERE key = 'store_id'")).first())
-    except OperationalError:  # a store from before migration 0003, opened without migrating
-        row = None
+        row = await store.run_read(lambda conn: conn.execute(S.STORE_ID).first())
+    except Exception as exc:
+        # sqlite3's OperationalError, raw (a lite store) or wrapped by SQLAlchemy.
+        if not isinstance(getattr(exc, "orig", exc), sqlite3.OperationalError):
+            raise
+        row = None  # a store from before migration 0003, opened without migrating
     store_id = row[0] if row else None
     if store_id is not None:
         try:

@@ -26,26 +26,25 @@ from sqlalchemy import (
     text,
 )
 
-# Every status the `jobs.status` column may hold. The shown statuses
-# (stopping, cancelling, stalled) are derived and never stored.
-QUEUED = "queued"
-RUNNING = "running"
-STOPPED = "stopped"
-DEFERRED = "deferred"
-LOST = "lost"
-COMPLETED = "completed"
-FAILED = "failed"
-FAULTED = "faulted"
-CANCELLED = "cancelled"
-
-STORED_STATUSES = (QUEUED, RUNNING, STOPPED, DEFERRED, LOST, COMPLETED, FAILED, FAULTED, CANCELLED)
-TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, FAULTED, CANCELLED})
-RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
-ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
-
-
-NODE_STARTED, NODE_FINISHED = "node.started", "node.finished"
-NODE_BOUNDS = "kind IN ('node.started', 'node.finished')"
+from .records import JOB_COLUMNS
+from .statuses import (  # noqa: F401  (re-exported: the statuses live beside the tables)
+    ACTIVE_STATUSES,
+    CANCELLED,
+    COMPLETED,
+    DEFERRED,
+    FAILED,
+    FAULTED,
+    LOST,
+    NODE_BOUNDS,
+    NODE_FINISHED,
+    NODE_STARTED,
+    QUEUED,
+    RESUMABLE_STATUSES,
+    RUNNING,
+    STOPPED,
+    STORED_STATUSES,
+    TERMINAL_STATUSES,
+)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -234,7 +233,7 @@ meta = Table(
     _col("value", Text),
 )
 
-JOB_COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns)
+assert tuple(c.name for c in jobs.columns) == JOB_COLUMNS, "JobRecord must mirror the jobs table"
 
 
 def declare_dialect_options() -> None:

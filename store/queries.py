@@ -7,18 +7,16 @@ open `AsyncConnection` through `await conn.run_sync(query, ...)`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
-from sqlalchemy import Connection, DateTime, LargeBinary, TypeDecorator, and_, bindparam, case, cast, func, literal, select, text, type_coerce
+from sqlalchemy import Connection, LargeBinary, and_, bindparam, case, cast, func, literal, select, type_coerce
 
 from . import clock
 from .clock import store_now
 from .models import (
     ACTIVE_STATUSES,
-    NODE_BOUNDS,
-    NODE_STARTED,
     RUNNING,
     UTCDateTime,
     audit,
@@ -26,8 +24,10 @@ from .models import (
     events,
     jobs,
     workers,
-    workspaces,
 )
+
+# The reads of a one-shot verb live in store/reads.py (no SQLAlchemy there); here beside the others.
+from .reads import _job, get_job, jobs_by_prefix, list_jobs, node_durations, skewed_workers, workspaces_for  # noqa: F401
 from .records import (
     OVERDUE,
     STALL_AFTER,
@@ -36,74 +36,13 @@ from .records import (
     EventRecord,
     JobRecord,
     WorkerRecord,
-    WorkspaceRecord,
     audit_detail,
 )
+from .statements import _ACTIVE, _JOB_COLS, _read_col, _UTCRead  # noqa: F401
 
-
-class _UTCRead(TypeDecorator[datetime]):
-    """`UTCDateTime` for reading rows in bulk: the same values, one Python call each instead of three.
-
-    The console reads thousands of rows at a full reload; seven timestamps a row
-    made this half of the cost of turning rows into records (bench/console_poll.py).
-    """
-
-    impl = DateTime
-    cache_ok = True
-
-    def result_processor(self, dialect, coltype):
-        utc = UTC
-        if dialect.name == "sqlite":
-            parse = datetime.fromisoformat
-
-            def process(value):
-                if value is None:
-                    return None
-                if isinstance(value, str):
-                    return parse(value).replace(tzinfo=utc)
-                return value.replace(tzinfo=utc)
-
-            return process
-
-        def process_native(value):
-            return None if value is None else value.replace(tzinfo=utc)
-
-        return process_native
-
-
-def _read_col(name: str):
-    col = jobs.c[name]
-    return type_coerce(col, _UTCRead()).label(name) if isinstance(col.type, UTCDateTime) else col
-
-
-_JOB_FIELDS = tuple(JobRecord.__dataclass_fields__)
-_JOB_COLS = [_read_col(name) for name in _JOB_FIELDS]
 _new = object.__new__
 
 
-def _job(row) -> JobRecord:
-    """A record from a row of `_JOB_COLS` (selected in the record's field order).
-
-    Filled in place rather than through the frozen dataclass's `__init__`
-    (29 `object.__setattr__` calls): a third of the cost, the same record
-    (JobRecord has no `__post_init__`). Measured in bench/console_poll.py.
-    """
-    job = _new(JobRecord)
-    job.__dict__.update(zip(_JOB_FIELDS, row))
-    return job
-
-
-def jobs_by_prefix(conn: Connection, prefix: str, limit: int = 20) -> list[JobRecord]:
-    # Ids are lowercase hex; anything else cannot match, and the LIKE pattern
-    # must never carry the caller's wildcards.
-    prefix = prefix.strip().lower()
-    if not prefix or any(ch not in "0123456789abcdef" for ch in prefix):
-        return []
-    stmt = select(*_JOB_COLS).where(jobs.c.id.like(prefix + "%")).order_by(jobs.c.created_at.desc()).limit(limit)
-    return [_job(r) for r in conn.execute(stmt)]
-
-
-_ACTIVE = sorted(ACTIVE_STATUSES)
 
 
 def shown_status(stall_cutoff: datetime, now: datetime | None = None):
@@ -123,7 +62,7 @@ def shown_status(stall_cutoff: datetime, now: datetime | None = None):
     )
 
 
-def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None, stall_cutoff: datetime | None = None, active_limit: int | None = None):
+def list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | None, stall_cutoff: datetime | None = None, active_limit: int | None = None):
     cond = []
     if text_filter:
         like = "%" + text_filter.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
@@ -143,23 +82,6 @@ def _list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | N
             .limit(ended_limit)
         )
     return stmts
-
-
-def list_jobs(
-    conn: Connection,
-    *,
-    include_ended: bool = True,
-    ended_limit: int = 200,
-    text_filter: str | None = None,
-    stall_cutoff: datetime | None = None,
-    active_limit: int | None = None,
-) -> list[JobRecord]:
-    """Active runs (all of them, or the `active_limit` newest), then the most recent ended ones, bounded.
-    A filter matches the shown status."""
-    out: list[JobRecord] = []
-    for stmt in _list_jobs_stmts(include_ended, ended_limit, text_filter, stall_cutoff, active_limit):
-        out.extend(_job(r) for r in conn.execute(stmt))
-    return out
 
 
 @dataclass(frozen=True)
@@ -295,20 +217,6 @@ def audit_for(conn: Connection, job_id: str | None = None, limit: int = 500) -> 
     return out
 
 
-def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[WorkspaceRecord]]:
-    out: dict[str, list[WorkspaceRecord]] = {jid: [] for jid in job_ids}
-    if not job_ids:
-        return out
-    stmt = (
-        select(workspaces.c.job_id, workspaces.c.path, workspaces.c.state, workspaces.c.created_at, workspaces.c.updated_at)
-        .where(workspaces.c.job_id.in_(list(job_ids)))
-        .order_by(workspaces.c.id)
-    )
-    for r in conn.execute(stmt):
-        out.setdefault(r.job_id, []).append(WorkspaceRecord(**r._mapping))
-    return out
-
-
 def checkpoints_for(conn: Connection, job_id: str) -> list[CheckpointRecord]:
     stmt = (
         select(checkpoints.c.job_id, checkpoints.c.step, checkpoints.c.node, checkpoints.c.state, checkpoints.c.epoch, checkpoints.c.created_at, checkpoints.c.partial)
@@ -402,7 +310,6 @@ def count_events_between(conn: Connection, job_id: str, from_id: int, before_id:
 # --- For the console's poll, run whole inside `Store.run_read` ----------------
 # (on SQLite: one thread hop per poll instead of one per statement).
 
-_GET_JOB = select(*_JOB_COLS).where(jobs.c.id == bindparam("b_id"))
 _LEASE_EXPIRED = {
     sqlite: select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, sqlite)).limit(1) for sqlite in (False, True)
 }
@@ -413,17 +320,6 @@ _LIVE_WORKERS = {
     sqlite: select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite))
     for sqlite in (False, True)
 }
-_WORKER_SKEW = {
-    sqlite: select(workers.c.host, workers.c.clock_offset_s)
-    .where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite), func.abs(workers.c.clock_offset_s) > clock.SKEW_WARN_S)
-    .order_by(func.abs(workers.c.clock_offset_s).desc())
-    for sqlite in (False, True)
-}
-
-
-def get_job(conn: Connection, job_id: str) -> JobRecord | None:
-    row = conn.execute(_GET_JOB, {"b_id": job_id}).first()
-    return _job(row) if row else None
 
 
 def lease_expired(conn: Connection, lease_s: float) -> bool:
@@ -444,48 +340,3 @@ def running_active_since(conn: Connection, since: datetime) -> list[JobRecord]:
 def count_live_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> int:
     sqlite = conn.dialect.name == "sqlite"
     return int(conn.execute(_LIVE_WORKERS[sqlite], clock.age_params(lease_s, sqlite, now)).scalar() or 0)
-
-
-def skewed_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> list[tuple[str, float]]:
-    """(host, offset) of live workers whose clock is more than a few seconds from the store's, worst first."""
-    sqlite = conn.dialect.name == "sqlite"
-    return [(r[0], float(r[1])) for r in conn.execute(_WORKER_SKEW[sqlite], clock.age_params(lease_s, sqlite, now))]
-
-
-# A flow's newest runs (ix_jobs_flow_created), then their boundaries of one node
-# (ix_events_node_bounds, partial: no log line is visited).
-_FLOW_RECENT = (
-    select(jobs.c.id)
-    .where(jobs.c.flow == bindparam("b_flow"), jobs.c.id != bindparam("b_exclude"))
-    .order_by(jobs.c.created_at.desc())
-    .limit(bindparam("b_runs"))
-)
-_NODE_BOUNDS = (
-    select(events.c.job_id, events.c.kind, type_coerce(events.c.at, _UTCRead()).label("at"))
-    .where(
-        events.c.job_id.in_(bindparam("b_ids", expanding=True)),
-        events.c.node == bindparam("b_node"),
-        text(NODE_BOUNDS),
-    )
-    .order_by(events.c.job_id, events.c.id)
-)
-
-
-def node_durations(conn: Connection, flow: str, node: str, exclude: str = "", runs: int = 50) -> list[float]:
-    """How long `node` took, in seconds, in the newest `runs` runs of `flow` that finished it (newest first).
-
-    A duration is a node.finished less the node.started just before it: a node
-    run again after a stop or a lost host counts from its last start.
-    """
-    ids = [r[0] for r in conn.execute(_FLOW_RECENT, {"b_flow": flow, "b_exclude": exclude, "b_runs": runs})]
-    if not ids:
-        return []
-    rank = {job_id: i for i, job_id in enumerate(ids)}
-    found: dict[str, float] = {}
-    started: dict[str, datetime] = {}
-    for job_id, kind, at in conn.execute(_NODE_BOUNDS, {"b_ids": ids, "b_node": node}):
-        if kind == NODE_STARTED:
-            started[job_id] = at
-        elif job_id in started:
-            found[job_id] = max(0.0, (at - started.pop(job_id)).total_seconds())
-    return [found[j] for j in sorted(found, key=rank.__getitem__)]

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .clock import store_now
-from .models import JOB_COLUMNS, RUNNING
+from .statuses import RUNNING
 
 # A running run with no sign of work for this long is shown as stalled.
 STALL_AFTER = timedelta(seconds=120)
@@ -120,7 +120,8 @@ class JobRecord:
         return out
 
 
-assert tuple(f.name for f in dataclasses.fields(JobRecord)) == JOB_COLUMNS, "JobRecord must mirror the jobs table"
+# The jobs table's columns, in its order: `models` checks the table against it.
+JOB_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(JobRecord))
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, inspect, text
-
 from .engine import StoreError, StoreLocation, write_tx
+from .named import S
 from .revisions import MIGRATIONS, head_revision, known_revisions
 
 if TYPE_CHECKING:
+    # SQLAlchemy is imported where PostgreSQL is asked or a store migrated: a lite SQLite
+    # store (store/lite.py) reads its schema through named statements without it.
     from alembic.config import Config
+    from sqlalchemy import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 # Any fixed number: it only has to be the same in every Swarmkit process.
@@ -56,7 +58,16 @@ def _current_revision(conn: Connection, tables: list[str]) -> str | None:
     """What `alembic_version` holds (what Alembic's MigrationContext reads), by plain SQL."""
     if "alembic_version" not in tables:
         return None
-    return conn.scalar(text("SELECT version_num FROM alembic_version"))
+    return conn.execute(S.ALEMBIC_VERSION).scalar()
+
+
+def _table_names(conn: Connection) -> list[str]:
+    """What SQLAlchemy's inspector lists (on SQLite, the same statement by name)."""
+    if conn.dialect.name == "sqlite":
+        return [r[0] for r in conn.execute(S.SQLITE_TABLES)]
+    from sqlalchemy import inspect
+
+    return inspect(conn).get_table_names()
 
 
 @dataclass(frozen=True)
@@ -79,15 +90,18 @@ class SchemaState:
 def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
     head = head_revision()
     known = set(known_revisions())
-    if schema is not None and not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
-        return SchemaState(None, head, None, True, False, None)
-    tables = inspect(conn).get_table_names()
+    if schema is not None:
+        from sqlalchemy import text
+
+        if not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
+            return SchemaState(None, head, None, True, False, None)
+    tables = _table_names(conn)
     current = _current_revision(conn, tables)
     if current is None:
         return SchemaState(None, head, None, True, False, None, tuple(sorted(tables)))
     facts: dict[str, str] = {}
     if "swarmkit_meta" in tables:
-        facts = {k: v for k, v in conn.execute(text("SELECT key, value FROM swarmkit_meta"))}
+        facts = {k: v for k, v in conn.execute(S.META_FACTS)}
     min_writer = facts.get("min_writer")
     is_known = current is None or current in known
     may_write = current is not None and (is_known or (min_writer is not None and min_writer in known))
@@ -132,8 +146,8 @@ def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool, pos
 def _migrate(conn: Connection, display: str) -> None:
     from alembic import command
 
-    if _current_revision(conn, inspect(conn).get_table_names()) is None:
-        _refuse_foreign(sorted(inspect(conn).get_table_names()), display, conn.dialect.name == "postgresql")
+    if _current_revision(conn, _table_names(conn)) is None:
+        _refuse_foreign(sorted(_table_names(conn)), display, conn.dialect.name == "postgresql")
     cfg = _config()
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, "head")
@@ -155,6 +169,8 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool
         raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({state.current or 'empty'}, wanted {state.head}); it cannot be migrated")
     async with write_tx(engine) as conn:
         if not loc.is_sqlite:
+            from sqlalchemy import text
+
             await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_MIGRATION_LOCK})
             if loc.schema:
                 await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{loc.schema}"'))

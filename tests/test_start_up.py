@@ -3,7 +3,7 @@
 A one-shot verb loads no Alembic unless it migrates, no Textual, no executor;
 on SQLite it runs its statements inline, so neither SQLAlchemy's asyncio layer
 (with the ORM under it) nor aiosqlite nor the PostgreSQL dialect is loaded; `--help` and `--version` load
-no SQLAlchemy at all. Read from the interpreter's own import log
+no SQLAlchemy at all, nor do `status` and `stop` on SQLite (a lite store, store/lite.py). Read from the interpreter's own import log
 (PYTHONPROFILEIMPORTTIME), so a module loaded by any path counts.
 """
 
@@ -61,6 +61,10 @@ def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, work
         if verb[0] in ("status", "stop"):
             # Neither reads a flow (tomllib) nor takes a median (statistics, with fractions and decimal).
             assert _hits(modules, ("swarmkit.runtime.flow", "tomllib", "statistics")) == [], verb
+            if store_url.startswith("sqlite"):
+                # Their statements run compiled, through sqlite3 (store/lite.py): SQLAlchemy is most of a verb.
+                assert _hits(modules, ("sqlalchemy",)) == [], verb
+                assert "swarmkit.store.lite" in modules, verb
     status = subprocess.run([SWARMKIT, "status", run_id, "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
     assert "cancelled" in status.stdout  # the acts above did what they say
 

@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
     import asyncio
 
-    from swarmkit.store import STORE_FAULTS, NoStoreError, StoreError, StoreUrlError
+    from swarmkit.store import NoStoreError, StoreError, StoreUrlError
 
     from ..echo import say
     from ..errors import FlowError, SwarmkitError, UsageError
@@ -124,7 +124,12 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
         # `swarmkit logs ID | head`: the reader has what it wanted.
         say("", sys.stdout)
         return ExitCode.OK
-    except STORE_FAULTS as exc:
+    except Exception as exc:
+        # STORE_FAULTS holds SQLAlchemy's errors: imported only when something went wrong.
+        from swarmkit.store import STORE_FAULTS
+
+        if not isinstance(exc, STORE_FAULTS):
+            raise
         import logging
 
         # The traceback, for SWARMKIT_LOG=DEBUG; the operator reads one line.

@@ -30,6 +30,9 @@ OUTPUTS = ("table", "wide", "name", "json")
 # Only verbs that host runs make a store; on a local SQLite file they may upgrade it too.
 # A shared store is upgraded by `swarmkit db upgrade` alone.
 HOSTING_VERBS = frozenset({"run", "worker", "serve"})
+# One-shot verbs that open a SQLite store through sqlite3 alone (store/lite.py): no SQLAlchemy
+# loaded, a third of the start-up (issue 13). A watch (`status -w`) polls on: it opens a `Store`.
+LITE_VERBS = frozenset({"status", "stop"})
 
 
 def err(msg: str) -> None:
@@ -114,24 +117,34 @@ def run_and_workspace(args, name: str) -> str | None:
 
 
 async def open_store(args) -> Store:
-    from swarmkit.store import Store, resolve_store
-
-    hosting = args.verb in HOSTING_VERBS
-    loc = resolve_store(args.store, getattr(args, "workspace", None))
-    # A verb that neither hosts nor serves runs its store calls inline (see Store): on SQLite
-    # no asyncio layer, ORM or aiosqlite thread for a process that does one thing and exits.
-    from ..settings import application_name
-
-    role = args.verb if args.verb in ("worker", "serve") else "cli"
-    # A host (a worker, `serve`, a `run` hosting here) takes two connections on PostgreSQL, the
-    # hot path's and the rest's; a verb that does one thing takes one.
-    store = await Store.open(
-        loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting,
-        application_name=application_name(role), connections=2 if hosting else 1,
-    )
+    store = await _open(args)
     if store.loc.stale_warning:
         err(f"{store.loc.display}: {store.loc.stale_warning}")
     return store
+
+
+async def _open(args) -> Store:
+    if args.verb in LITE_VERBS and not getattr(args, "watch", False):
+        from swarmkit.store.lite import LiteStore, lite_location
+
+        lite = lite_location(args.store, getattr(args, "workspace", None))
+        if lite is not None:
+            return await LiteStore.open(lite)  # type: ignore[return-value]  # the part of a Store's face these verbs use
+    from swarmkit.store import Store, resolve_store
+
+    from ..settings import application_name
+
+    hosting = args.verb in HOSTING_VERBS
+    loc = resolve_store(args.store, getattr(args, "workspace", None))
+    role = args.verb if args.verb in ("worker", "serve") else "cli"
+    # A verb that neither hosts nor serves runs its store calls inline (see Store): on SQLite
+    # no asyncio layer, ORM or aiosqlite thread for a process that does one thing and exits.
+    # A host (a worker, `serve`, a `run` hosting here) takes two connections on PostgreSQL, the
+    # hot path's and the rest's; a verb that does one thing takes one.
+    return await Store.open(
+        loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting,
+        application_name=application_name(role), connections=2 if hosting else 1,
+    )
 
 
 async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:

@@ -92,7 +92,7 @@ async def cmd_status(args) -> int:
 
     async def go(store: Store) -> int:
         from swarmkit.store.clock import store_now
-        from swarmkit.store.queries import skewed_workers
+        from swarmkit.store.reads import skewed_workers
 
         from .. import control
         from ..report import clock_warning
@@ -113,7 +113,7 @@ async def cmd_status(args) -> int:
 async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> int:
     import json
 
-    from swarmkit.store.queries import workspaces_for
+    from swarmkit.store.reads import workspaces_for
     from swarmkit.store.records import merged_view
 
     from .. import control
@@ -146,7 +146,7 @@ async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> i
 async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] = frozenset()):
     """The runs the filters keep, and those named in `also` whatever they are now (a watched run that left the filter)."""
     from swarmkit.store.clock import store_now
-    from swarmkit.store.queries import list_jobs, workspaces_for
+    from swarmkit.store.reads import list_jobs, workspaces_for
 
     now = store_now()
     keep = RunFilter(args, now)

@@ -1,0 +1,226 @@
+"""The statements a one-shot verb runs, as SQLAlchemy Core, each under its own name.
+
+Code runs them by name through `store.named.S` (`conn.execute(S.GET_JOB, {...})`):
+on a SQLAlchemy connection the name is this module's statement; on a lite
+SQLite store (store/lite.py) it is the same statement compiled once for the
+SQLite dialect into store/compiled_sqlite.py, run by the standard library's
+sqlite3 without importing SQLAlchemy (issue 13: start-up). Every public
+upper-case name here is such a statement; `python scripts/compile_sqlite.py`
+writes the compiled module and tests/test_compiled_sqlite.py holds the two
+together. Values are bound parameters, never part of the SQL.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import Boolean, DateTime, Float, TypeDecorator, bindparam, column, func, insert, select, table, text, type_coerce, update
+from sqlalchemy.sql.base import Executable
+
+from . import clock
+from .models import (
+    ACTIVE_STATUSES,
+    NODE_BOUNDS,
+    QUEUED,
+    RUNNING,
+    STOPPED,
+    UTCDateTime,
+    audit,
+    events,
+    jobs,
+    meta,
+    notifications,
+    workers,
+    workspaces,
+)
+from .records import JobRecord
+
+
+class _UTCRead(TypeDecorator[datetime]):
+    """`UTCDateTime` for reading rows in bulk: the same values, one Python call each instead of three.
+
+    The console reads thousands of rows at a full reload; seven timestamps a row
+    made this half of the cost of turning rows into records (bench/console_poll.py).
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def result_processor(self, dialect, coltype):
+        utc = UTC
+        if dialect.name == "sqlite":
+            parse = datetime.fromisoformat
+
+            def process(value):
+                if value is None:
+                    return None
+                if isinstance(value, str):
+                    return parse(value).replace(tzinfo=utc)
+                return value.replace(tzinfo=utc)
+
+            return process
+
+        def process_native(value):
+            return None if value is None else value.replace(tzinfo=utc)
+
+        return process_native
+
+
+def _read_col(name: str):
+    col = jobs.c[name]
+    return type_coerce(col, _UTCRead()).label(name) if isinstance(col.type, UTCDateTime) else col
+
+
+_JOB_FIELDS = tuple(JobRecord.__dataclass_fields__)
+_JOB_COLS = [_read_col(name) for name in _JOB_FIELDS]
+_ACTIVE = sorted(ACTIVE_STATUSES)
+
+# --- runs ----------------------------------------------------------------------
+
+GET_JOB = select(*_JOB_COLS).where(jobs.c.id == bindparam("b_id"))
+# `b_pattern`: a checked hex prefix and `%` (store.reads.jobs_by_prefix).
+JOBS_BY_PREFIX = select(*_JOB_COLS).where(jobs.c.id.like(bindparam("b_pattern"))).order_by(jobs.c.created_at.desc()).limit(bindparam("b_limit"))
+# The run list with no filter: every active run, newest first, then the newest ended ones.
+ACTIVE_JOBS = select(*_JOB_COLS).where(jobs.c.status.in_(_ACTIVE)).order_by(jobs.c.created_at.desc())
+ENDED_JOBS = select(*_JOB_COLS).where(jobs.c.status.not_in(_ACTIVE)).order_by(jobs.c.updated_at.desc()).limit(bindparam("b_limit"))
+WORKSPACES_FOR = (
+    select(workspaces.c.job_id, workspaces.c.path, workspaces.c.state, workspaces.c.created_at, workspaces.c.updated_at)
+    .where(workspaces.c.job_id.in_(bindparam("b_ids", expanding=True)))
+    .order_by(workspaces.c.id)
+)
+
+# --- leases and clocks (the SQLite and the PostgreSQL spelling of a lapsed heartbeat) --
+
+_STALE_COLS = (
+    jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by,
+    jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at, jobs.c.flow, jobs.c.current_node,
+)
+STALE_RUNNING = select(*_STALE_COLS).where(jobs.c.status == RUNNING, clock.stale(jobs, False))
+STALE_RUNNING_SQLITE = select(*_STALE_COLS).where(jobs.c.status == RUNNING, clock.stale(jobs, True))
+
+
+def _skew(sqlite: bool):
+    return (
+        select(workers.c.host, workers.c.clock_offset_s)
+        .where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite), func.abs(workers.c.clock_offset_s) > clock.SKEW_WARN_S)
+        .order_by(func.abs(workers.c.clock_offset_s).desc())
+    )
+
+
+WORKER_SKEW = _skew(False)
+WORKER_SKEW_SQLITE = _skew(True)
+
+# --- a node's usual duration: a flow's newest runs (ix_jobs_flow_created), then their
+# boundaries of one node (ix_events_node_bounds, partial: no log line is visited) --------
+
+FLOW_RECENT = (
+    select(jobs.c.id)
+    .where(jobs.c.flow == bindparam("b_flow"), jobs.c.id != bindparam("b_exclude"))
+    .order_by(jobs.c.created_at.desc())
+    .limit(bindparam("b_runs"))
+)
+NODE_BOUNDS_OF = (
+    select(events.c.job_id, events.c.kind, type_coerce(events.c.at, _UTCRead()).label("at"))
+    .where(
+        events.c.job_id.in_(bindparam("b_ids", expanding=True)),
+        events.c.node == bindparam("b_node"),
+        text(NODE_BOUNDS),
+    )
+    .order_by(events.c.job_id, events.c.id)
+)
+
+# --- the schema and the store's identity (store/schema.py, store/identity.py) -----------
+
+_sqlite_master = table("sqlite_master", column("name"), column("type"))
+# What SQLAlchemy's inspector lists on SQLite.
+SQLITE_TABLES = (
+    select(_sqlite_master.c.name)
+    .where(_sqlite_master.c.type == "table", _sqlite_master.c.name.not_like("sqlite~_%", escape="~"))
+    .order_by(_sqlite_master.c.name)
+)
+ALEMBIC_VERSION = select(table("alembic_version", column("version_num")).c.version_num)
+META_FACTS = select(meta.c.key, meta.c.value)
+STORE_ID = select(meta.c.value).where(meta.c.key == "store_id")
+
+# --- what an act writes beside its transition (runtime/control.py, runtime/notify.py) ----
+
+INSERT_AUDIT = insert(audit).values(
+    at=bindparam("b_at"), actor=bindparam("b_actor"), action=bindparam("b_action"), job_id=bindparam("b_job_id"), detail=bindparam("b_detail")
+)
+INSERT_EVENT = insert(events).values(
+    job_id=bindparam("b_job_id"), at=bindparam("b_at"), kind=bindparam("b_kind"), node=bindparam("b_node"), step=bindparam("b_step"), text=bindparam("b_text")
+)
+INSERT_NOTIFICATION = insert(notifications).values(
+    event_id=bindparam("b_event_id"), job_id=bindparam("b_job_id"), kind=bindparam("b_kind"), body=bindparam("b_body"),
+    created_at=bindparam("b_at"), next_at=bindparam("b_at"), attempts=0,
+)
+
+# --- stop (runtime/control.py `stop`): each one conditional UPDATE, compare-and-set on status and epoch --
+
+_THIS_RUN = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"))
+# A queued run is stopped at once: no host holds it.
+STOP_QUEUED = (
+    update(jobs)
+    .where(*_THIS_RUN, jobs.c.status == QUEUED)
+    .values(status=STOPPED, stop_requested_at=bindparam("b_at"), stop_requested_by=bindparam("b_actor"), stop_now=False, updated_at=bindparam("b_at"))
+)
+# A running run is asked to stop, once: its host takes the request at its next boundary.
+STOP_RUNNING = (
+    update(jobs)
+    .where(*_THIS_RUN, jobs.c.status == RUNNING, jobs.c.cancel_requested_at.is_(None), jobs.c.stop_requested_at.is_(None))
+    .values(
+        updated_at=bindparam("b_at"), stop_now=bindparam("b_now"), stop_requested_at=bindparam("b_at"),
+        stop_requested_by=bindparam("b_actor"), stop_overdue_at=bindparam("b_overdue_at"),
+    )
+)
+# A plain stop not yet taken is made a stop --now; it keeps who asked first and when.
+STOP_RUNNING_NOW = (
+    update(jobs)
+    .where(*_THIS_RUN, jobs.c.status == RUNNING, jobs.c.cancel_requested_at.is_(None), jobs.c.stop_requested_at.is_not(None), jobs.c.stop_now.is_not(True))
+    .values(updated_at=bindparam("b_at"), stop_now=bindparam("b_now"))
+)
+
+
+def named() -> dict[str, Executable]:
+    """Every statement of this module by its name."""
+    return {name: value for name, value in globals().items() if name.isupper() and not name.startswith("_") and isinstance(value, Executable)}
+
+
+def _kind(type_, dialect, what: str) -> str | None:
+    """What the lite runner (store/named.py) does to a value of this type: the types whose values
+    SQLAlchemy processes on SQLite. Any other processing is refused here, at compile time."""
+    impl = type_.impl if isinstance(type_, TypeDecorator) else type_
+    kind = next((k for cls, k in ((DateTime, "datetime"), (Boolean, "bool"), (Float, "float")) if isinstance(impl, cls)), None)
+    if kind == "datetime" and not isinstance(type_, (UTCDateTime, _UTCRead)):
+        raise TypeError(f"{type_!r}: the store's times are UTCDateTime (naive UTC in the file, aware when read)")
+    if what == "result" and kind == "float":
+        kind = None  # sqlite3 hands back floats as they are
+    typ = type_.dialect_impl(dialect)
+    processor = typ.bind_processor(dialect) if what == "bind" else typ.result_processor(dialect, None)
+    if kind is None and processor is not None:
+        raise TypeError(f"{type_!r} processes {what} values on SQLite, and the lite runner does not know how")
+    return kind
+
+
+def compile_for_sqlite(stmt: Executable) -> tuple[str, dict, dict[str, str], tuple[str, ...], tuple[str | None, ...]]:
+    """`stmt` for sqlite3: (SQL with `:name` parameters, constant parameters, bind kinds, result columns, their kinds)."""
+    from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
+
+    dialect = SQLiteDialect_pysqlite(paramstyle="named")
+    compiled = stmt.compile(dialect=dialect)  # type: ignore[attr-defined]
+    defaults, kinds = {}, {}
+    for b, name in compiled.bind_names.items():
+        if not b.required:
+            value = b.effective_value
+            defaults[name] = list(value) if isinstance(value, (list, tuple)) else value
+        kind = _kind(b.type, dialect, "bind")
+        if kind:
+            kinds[name] = kind
+    columns = tuple(rc[0] for rc in compiled._result_columns)
+    result_kinds = tuple(_kind(rc[3], dialect, "result") for rc in compiled._result_columns)
+    return compiled.string, defaults, kinds, columns, result_kinds
+
+
+def compiled() -> dict[str, tuple]:
+    """Every statement compiled for sqlite3: what store/compiled_sqlite.py must hold."""
+    return {name: compile_for_sqlite(stmt) for name, stmt in sorted(named().items())}

@@ -1,0 +1,29 @@
+"""The statuses a run's row may hold, and the kinds of its node boundaries.
+
+Plain constants, without SQLAlchemy: what a one-shot verb on SQLite reads
+(records, the run table) must not load it (issue 13: start-up). `models`
+re-exports them beside the tables.
+"""
+
+from __future__ import annotations
+
+# Every status the `jobs.status` column may hold. The shown statuses
+# (stopping, cancelling, stalled) are derived and never stored.
+QUEUED = "queued"
+RUNNING = "running"
+STOPPED = "stopped"
+DEFERRED = "deferred"
+LOST = "lost"
+COMPLETED = "completed"
+FAILED = "failed"
+FAULTED = "faulted"
+CANCELLED = "cancelled"
+
+STORED_STATUSES = (QUEUED, RUNNING, STOPPED, DEFERRED, LOST, COMPLETED, FAILED, FAULTED, CANCELLED)
+TERMINAL_STATUSES = frozenset({COMPLETED, FAILED, FAULTED, CANCELLED})
+RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
+ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
+
+
+NODE_STARTED, NODE_FINISHED = "node.started", "node.finished"
+NODE_BOUNDS = "kind IN ('node.started', 'node.finished')"
