@@ -341,6 +341,8 @@ def make_engine(
 
 
 def _install_broken_protocol_hook(engine: AsyncEngine) -> None:
+    from sqlalchemy import event
+
     # A connection killed mid-query can leave asyncpg's protocol half-way through an
     # operation ("cannot switch to state 12; another operation (2) is in progress"). The
     # dialect does not call that a disconnect, so the pool would hand the same broken
