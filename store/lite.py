@@ -18,7 +18,7 @@ import dataclasses
 import os
 import re
 import sqlite3
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
@@ -293,16 +293,21 @@ class LiteStore:
     async def keep_time(self) -> None:
         """Nothing to measure: a SQLite store's time is this machine's."""
 
-    def _tx(self, fn: Callable[[LiteConnection], T], begin: str) -> T:
+    @contextmanager
+    def _begun(self, begin: str) -> Iterator[LiteConnection]:
+        """One transaction: `begin`, then COMMIT, or a rollback of an open one if the body raises."""
         raw = self._conn.raw
         raw.execute(begin)
         try:
-            out = fn(self._conn)
+            yield self._conn
         except BaseException:
             _rollback(raw)
             raise
         raw.execute("COMMIT")
-        return out
+
+    def _tx(self, fn: Callable[[LiteConnection], T], begin: str) -> T:
+        with self._begun(begin) as conn:
+            return fn(conn)
 
     async def run_read(self, fn: Callable[[LiteConnection], T]) -> T:
         """Run `fn(conn)` in one short read transaction."""
@@ -316,26 +321,14 @@ class LiteStore:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[_AsyncFace]:
-        raw = self._conn.raw
-        raw.execute("BEGIN")
-        try:
-            yield _AsyncFace(self._conn)
-        except BaseException:
-            _rollback(raw)
-            raise
-        raw.execute("COMMIT")
+        with self._begun("BEGIN") as conn:
+            yield _AsyncFace(conn)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_AsyncFace]:
         self.check_file()
-        raw = self._conn.raw
-        raw.execute("BEGIN IMMEDIATE")
-        try:
-            yield _AsyncFace(self._conn)
-        except BaseException:
-            _rollback(raw)
-            raise
-        raw.execute("COMMIT")
+        with self._begun("BEGIN IMMEDIATE") as conn:
+            yield _AsyncFace(conn)
 
     async def full_store(self) -> Store:
         """A full `Store` on the same file (SQLAlchemy loads now), for what this one does not run."""
