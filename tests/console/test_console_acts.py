@@ -158,10 +158,10 @@ async def test_resume_without_a_worker_says_so(store_url, workspace, fast_env):
         assert screen.query_one(RunTable).select(run)
         await pilot.press("s")  # queued: stopped at once
         await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped while queued")
-        assert "stopped at once" in screen.last_message
+        await until(pilot, lambda: "stopped at once" in screen.last_message, what="the stop's message")
         await pilot.press("r")
         await until(pilot, lambda: status_cell(app, run) == "queued", what="queued again")
-        assert "no live worker is watching this store" in screen.last_message
+        await until(pilot, lambda: "no live worker is watching this store" in screen.last_message, what="the resume's message")
         assert (await job_of(store_url, workspace, run)).status == "queued"
 
 
@@ -243,7 +243,8 @@ async def test_resume_of_a_deferred_run_asks_first_for_it_approves_the_gate(stor
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question again")
         await pilot.click("#choice-go")
         await until(pilot, lambda: status_cell(app, run) == "queued", what="approved and queued")
-        assert screen.last_message.startswith(f"{gated} approved 'ship' and queued (was deferred); a worker will pick it up at agent 2/2 ship.")
+        # The poll may show the queued row before the act's own message is set: wait for the message too.
+        await until(pilot, lambda: screen.last_message.startswith(f"{gated} approved 'ship' and queued (was deferred); a worker will pick it up at agent 2/2 ship."), what="the approval's message")
         assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"  # the same numbering, queued
 
 

@@ -79,7 +79,7 @@ async def test_marked_runs_are_acted_on_together_with_an_outcome_each(store_url,
         assert a[:8] in words and b[:8] in words and "quick is stopped" in words and "DESTROYED" in words and c[:8] not in words
         await pilot.click("#choice-cancel")
         await until(pilot, lambda: status_cell(app, a) == "cancelled" and status_cell(app, b) == "cancelled", what="both cancelled")
-        assert screen.last_message == "2 cancelled"
+        await until(pilot, lambda: screen.last_message == "2 cancelled", what="the cancel's message")
         assert isinstance(app.screen, type(screen))  # everything went as asked: no outcome dialog
         assert (await job_of(store_url, workspace, c)).status == "queued"
 
