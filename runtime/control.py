@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from swarmkit.store import clock
@@ -531,12 +532,15 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
 # --- leases -----------------------------------------------------------------
 
 
-async def mark_lost(store: Store, lease_s: float) -> list[str]:
+async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | None = None) -> list[str]:
     """Mark running rows whose host stopped heart-beating past the lease.
 
     Any process that looks may do this. A row whose cancel was requested
     ends `cancelled` instead: nobody is left to carry the cancel out, and it
-    must not sit in "cancelling" forever.
+    must not sit in "cancelling" forever. `hosting` (run id: epoch): the runs
+    the looking process hosts itself; their host is alive, since it is the
+    one looking, however late its heartbeats (others still mark them, and its
+    agents end with the lease).
     """
     if store.loc.read_only:
         return []  # looking only: a read-only store cannot be marked
@@ -560,6 +564,8 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
     lapsed = clock.stale(jobs, sqlite)
     marked: list[str] = []
     for row in stale:
+        if hosting and hosting.get(row.id) == row.epoch:
+            continue
         now = store_now()
         to = CANCELLED if row.cancel_requested_at is not None else LOST
         values: dict[str, Any] = dict(status=to, updated_at=now)
@@ -575,8 +581,10 @@ async def mark_lost(store: Store, lease_s: float) -> list[str]:
                 )
                 if res.rowcount != 1:
                     continue
-                last = row.heartbeat_at.strftime("%H:%M:%S") if row.heartbeat_at else "never"
-                said_lost = f"host {row.host} pid {row.pid} stopped heart-beating (last {last}); marked {to}"
+                beat = row.heartbeat_at if row.heartbeat_at is None or row.heartbeat_at.tzinfo else row.heartbeat_at.replace(tzinfo=UTC)
+                last = f"last {beat.strftime('%H:%M:%S')}, {(now - beat).total_seconds():.1f}s ago" if beat else "never"
+                # Who judged, and on what clock: a healthy run marked lost is told apart from a dead host by this.
+                said_lost = f"host {row.host} pid {row.pid} stopped heart-beating ({last}); marked {to} by {host_name()} pid {os.getpid()}"
                 await record_event(conn, row.id, f"run.{to}", said_lost, at=now)
                 if to == LOST:
                     await record_notification(conn, row.id, "run.lost", flow=row.flow, text=said_lost, node=row.current_node, at=now)

@@ -343,6 +343,7 @@ class RunHost:
         self._lease_lapsed = False
         self._store_replaced = False
         self._last_renewal: float | None = None
+        self._late_said_at = float("-inf")
         self._node_agent: Agent | None = None
         self._node_in_process = False
         self._escalation: asyncio.Task | None = None
@@ -381,6 +382,23 @@ class RunHost:
         self._park_by = self._park_by or by
 
     # --- the lease ------------------------------------------------------------
+
+    def _late(self, t0: float, slept: float, timed: float, stamped: float) -> None:
+        """Say so when heartbeats come further apart than half the lease, and where the time went:
+        a run marked lost while its host lives is told apart from a dead host by this line."""
+        last = self._last_renewal
+        if last is None or stamped - last <= self.settings.lease_s / 2:
+            return
+        now = time.monotonic()
+        if now - self._late_said_at < 10.0:
+            return
+        self._late_said_at = now
+        log.warning(
+            "run %s: heartbeat %.1fs after the last (lease %gs): the event loop woke %.2fs late, "
+            "the store's clock took %.2fs, the write waited %.2fs to begin and %.2fs to commit",
+            self.job_id[:8], stamped - last, self.settings.lease_s, slept - t0 - self.settings.heartbeat_s,
+            timed - slept, stamped - timed, now - stamped,
+        )
 
     def _renewed(self, stamped_at: float) -> None:
         """A heartbeat stamped at `stamped_at` (monotonic, taken before its write began) has landed."""
@@ -480,9 +498,12 @@ class RunHost:
             return self.touch_flags(conn, _HEARTBEAT_USAGE, b_mono=boot_clock(), b_tokens=delta[0], b_cost=delta[1])
 
         while not self._fenced:
+            t0 = time.monotonic()
             await asyncio.sleep(self.settings.heartbeat_s)
+            t1 = time.monotonic()
             try:
                 await self.store.keep_time()
+                t2 = time.monotonic()
                 flags = await self._beat(tx)
             except FencedError:
                 self.fence()
@@ -498,6 +519,7 @@ class RunHost:
                 fault = self.fault_text(exc)
                 self.warn_once(fault, f"heartbeat failed: {fault}")
                 continue
+            self._late(t0, t1, t2, stamped[0])
             self._renewed(stamped[0])
             self._heard(flags)
 

@@ -114,7 +114,7 @@ class Worker:
                         break
                 else:
                     try:
-                        await mark_lost(self.store, self.settings.lease_s)
+                        await mark_lost(self.store, self.settings.lease_s, {h.job_id: h.epoch for h in self.hosts.values()})
                         free = self.concurrency - len(self.hosted)
                         for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable):
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {step_words(job.step, job.steps, job.current_node)}")

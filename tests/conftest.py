@@ -232,7 +232,7 @@ async def await_for(predicate, timeout: float = 30.0, interval: float = 0.05, wh
 def hold(gates: Path, name: str) -> str:
     """A shell snippet that waits until the test calls release(gates, name): timing-free agents."""
     gates.mkdir(parents=True, exist_ok=True)
-    return f"while [ ! -e {gates}/{name} ]; do sleep 0.02; done"
+    return f"while [ ! -e {gates}/{name} ]; do sleep 0.1; done"
 
 
 def release(gates: Path, *names: str) -> None:

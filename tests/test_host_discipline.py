@@ -9,6 +9,7 @@ files so that no test depends on timing.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import re
@@ -438,6 +439,29 @@ def test_a_second_signal_leaves_the_runs_at_once_and_they_become_lost_and_resuma
     assert ran(marks, "a", run_id) == 2, "the node in flight runs again from its start"
     assert ran(marks, "b", run_id) == 1
     assert "run.stopped" not in [x.action for x in audit(cli.store_url, cli.workspace, run_id)]
+
+
+def test_a_host_never_marks_lost_a_run_it_hosts_itself_however_late_its_heartbeat(cli: Cli, tmp_path: Path):
+    """The one looking is alive: a worker whose run's heartbeat is late (a loaded machine) does not mark that
+    run lost, where it judges the same lapse in any other host's run, or in an earlier epoch of its own."""
+    from swarmkit.runtime import control
+    from swarmkit.store.reads import get_job
+
+    run_id = submit(cli, write_flow(tmp_path, "late", 'name = "late"\n[[agents]]\nname = "a"\ncommand = "true"\n'))
+
+    async def go(store):
+        (claimed,) = await control.claim_queued(store, 1, worker="tester")  # claimed, then no heartbeat at all
+        await asyncio.sleep(LEASE_S + 0.5)
+        itself = await control.mark_lost(store, LEASE_S, {run_id: claimed.epoch})
+        stays = (await store.run_read(lambda conn: get_job(conn, run_id))).status
+        an_earlier_epoch = await control.mark_lost(store, LEASE_S, {run_id: claimed.epoch - 1})
+        return itself, stays, an_earlier_epoch
+
+    itself, stays, an_earlier_epoch = with_store(cli.store_url, cli.workspace, go)
+    assert (itself, stays) == ([], "running")
+    assert an_earlier_epoch == [run_id]
+    assert row(cli, run_id).status == "lost"
+    assert "marked lost by " in " ".join(e.text for e in events(cli.store_url, cli.workspace, run_id) if e.kind == "run.lost")
 
 
 # --- 9. a second Ctrl-C keeps the workspace and says where it is ------------------------

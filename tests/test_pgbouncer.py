@@ -37,7 +37,7 @@ def test_a_worker_hosts_five_runs_through_pgbouncer_one_stopped_and_resumed_one_
         command = "{mark}; echo a"
         [[agents]]
         name = "b"
-        command = "{mark}; while [ ! -e {gates}/$SWARMKIT_RUN_ID ]; do sleep 0.02; done; echo b"
+        command = "{mark}; while [ ! -e {gates}/$SWARMKIT_RUN_ID ]; do sleep 0.1; done; echo b"
         [[agents]]
         name = "c"
         command = "{mark}; echo c"

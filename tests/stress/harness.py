@@ -70,6 +70,20 @@ TERMINAL = {"completed", "failed", "faulted", "cancelled"}
 PARKED = {"stopped", "deferred", "lost"}
 END_KINDS = {"run.stopped", "run.deferred", "run.lost", "run.completed", "run.failed", "run.faulted", "run.cancelled"}
 CLAIM_RE = re.compile(r"pid (\d+) \(epoch (\d+)\)")
+FINISHED_USAGE_RE = re.compile(r" done \((\d+) tokens, \$([0-9.]+)\)$")
+
+
+def finished_usage(events) -> tuple[int, float]:
+    """What a run's finished nodes cost, from their node.finished events (written with their checkpoints,
+    so once a node). A node cut short with its host and run again from its start may have had part of its
+    usage put on the row by heartbeats: the row can hold more than this, never less."""
+    tokens, cost = 0, 0.0
+    for ev in events:
+        if ev["kind"] == "node.finished":
+            m = FINISHED_USAGE_RE.search(ev["text"] or "")
+            if m:
+                tokens, cost = tokens + int(m.group(1)), cost + float(m.group(2))
+    return tokens, round(cost, 4)
 # Legal transitions between stored statuses (DESIGN.md), closed transitively for sampling.
 LEGAL = {
     "queued": {"running", "stopped", "cancelled"},
@@ -648,13 +662,12 @@ class Round:
             want = "failed" if self.flows[key[0]].ends_failed else "completed"
             if job.status != want:
                 out.append(f"[final] reference {key} ended {job.status}, not {want}")
-            ref_state[key] = (cps[-1]["state"] if cps else None, job.tokens, job.cost, job.step)
+            ref_state[key] = self._final(rid, job, cps, snap, out)
         for run_id, info in self.runs.items():
             job = snap["jobs"][run_id]
             if job.status not in ("completed", "failed"):
                 continue
-            cps = snap["checkpoints"].get(run_id, [])
-            mine = (cps[-1]["state"] if cps else None, job.tokens, job.cost, job.step)
+            mine = self._final(run_id, job, snap["checkpoints"].get(run_id, []), snap, out)
             ref = ref_state.get((info["flow"], info["seed"]))
             if ref is None:
                 continue
@@ -662,6 +675,18 @@ class Round:
             if mine != ref:
                 out.append(f"[final] {run_id[:8]}: {job.status} with a final state other than its reference's: {mine!r} vs {ref!r}")
         return out
+
+    def _final(self, run_id: str, job, cps, snap, out: list[str]) -> tuple:
+        """An ended run's final state, step and the usage of its finished nodes; the row's usage is
+        checked against the latter (more only where a host was lost mid-node)."""
+        done = finished_usage(snap["events"].get(run_id, []))
+        if job.tokens < done[0] or job.cost + 1e-9 < done[1]:
+            out.append(f"[final] {run_id[:8]}: the row holds {job.tokens} tokens, ${job.cost}, less than its finished nodes' {done}")
+        elif job.tokens > done[0] and job.epoch <= 1:
+            out.append(f"[final] {run_id[:8]}: hosted once, yet the row holds {job.tokens} tokens against its finished nodes' {done[0]}")
+        elif job.tokens > done[0]:
+            self.report.counts["runs that paid again for a node cut short"] += 1
+        return (cps[-1]["state"] if cps else None, done, job.step)
 
     def _check_samples(self) -> list[str]:
         out = []
