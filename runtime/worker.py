@@ -81,6 +81,11 @@ class Worker:
         for host in self.hosts.values():
             host.request_park(self.name)
 
+    @property
+    def hosting(self) -> dict[str, int]:
+        """The runs this process hosts now, by id, at their epochs: never marked lost by this process (control.mark_lost)."""
+        return {h.job_id: h.epoch for h in self.hosts.values()}
+
     def wake(self) -> None:
         """Look for queued runs now rather than at the next poll (a run was just submitted here)."""
         self._wake.set()
@@ -114,7 +119,7 @@ class Worker:
                         break
                 else:
                     try:
-                        await mark_lost(self.store, self.settings.lease_s, {h.job_id: h.epoch for h in self.hosts.values()})
+                        await mark_lost(self.store, self.settings.lease_s, self.hosting)
                         free = self.concurrency - len(self.hosted)
                         for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable):
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {step_words(job.step, job.steps, job.current_node)}")

@@ -72,7 +72,7 @@ async def look_for_lost(ctx: Ctx) -> None:
     if now - ctx.last_lost_check < 1.0:
         return
     ctx.last_lost_check = now
-    await control.mark_lost(ctx.store, ctx.settings.lease_s)
+    await control.mark_lost(ctx.store, ctx.settings.lease_s, ctx.worker.hosting if ctx.worker is not None else None)
 
 
 class Refused(Exception):
