@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from swarmkit.store import clock
@@ -581,7 +581,7 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
                 )
                 if res.rowcount != 1:
                     continue
-                beat = row.heartbeat_at if row.heartbeat_at is None or row.heartbeat_at.tzinfo else row.heartbeat_at.replace(tzinfo=UTC)
+                beat = row.heartbeat_at  # timezone-aware from both paths (UTCDateTime, store/lite.py)
                 last = f"last {beat.strftime('%H:%M:%S')}, {(now - beat).total_seconds():.1f}s ago" if beat else "never"
                 # Who judged, and on what clock: a healthy run marked lost is told apart from a dead host by this.
                 said_lost = f"host {row.host} pid {row.pid} stopped heart-beating ({last}); marked {to} by {host_name()} pid {os.getpid()}"

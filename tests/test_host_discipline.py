@@ -445,13 +445,17 @@ def test_a_host_never_marks_lost_a_run_it_hosts_itself_however_late_its_heartbea
     """The one looking is alive: a worker whose run's heartbeat is late (a loaded machine) does not mark that
     run lost, where it judges the same lapse in any other host's run, or in an earlier epoch of its own."""
     from swarmkit.runtime import control
+    from swarmkit.store.queries import lease_expired
     from swarmkit.store.reads import get_job
 
     run_id = submit(cli, write_flow(tmp_path, "late", 'name = "late"\n[[agents]]\nname = "a"\ncommand = "true"\n'))
 
     async def go(store):
         (claimed,) = await control.claim_queued(store, 1, worker="tester")  # claimed, then no heartbeat at all
-        await asyncio.sleep(LEASE_S + 0.5)
+        deadline = time.monotonic() + LEASE_S + 10
+        while not await store.run_read(lambda conn: lease_expired(conn, LEASE_S)):  # what any looker sees as lapsed
+            assert time.monotonic() < deadline, "the claimed run's lease never lapsed"
+            await asyncio.sleep(0.1)
         itself = await control.mark_lost(store, LEASE_S, {run_id: claimed.epoch})
         stays = (await store.run_read(lambda conn: get_job(conn, run_id))).status
         an_earlier_epoch = await control.mark_lost(store, LEASE_S, {run_id: claimed.epoch - 1})

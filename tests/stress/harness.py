@@ -84,6 +84,8 @@ def finished_usage(events) -> tuple[int, float]:
             if m:
                 tokens, cost = tokens + int(m.group(1)), cost + float(m.group(2))
     return tokens, round(cost, 4)
+
+
 # Legal transitions between stored statuses (DESIGN.md), closed transitively for sampling.
 LEGAL = {
     "queued": {"running", "stopped", "cancelled"},
