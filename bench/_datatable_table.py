@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
-from swarmkit.widgets.run_table import COLUMNS, RunRow, TableChange, _cell
+from swarmkit.widgets.run_row import COLUMNS, RunRow, TableChange, cell_text
 from swarmkit.widgets.run_table import RunTable as LineRunTable
 
 _FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
@@ -123,7 +123,7 @@ class DataTableRunTable(DataTable):
                     if row is None:
                         row = self.row_source(key) if self.row_source else None
                         assert row is not None, f"no row for the new run {key}"
-                    cells = [_cell(col, getattr(row, field)) for col, _, field in COLUMNS]
+                    cells = [cell_text(col, getattr(row, field)) for col, _, field in COLUMNS]
                     self.add_row(*cells, key=row.key)
                     self._id_cells[row.key] = cells[0]
                     self._shown[row.key] = row
@@ -157,7 +157,7 @@ class DataTableRunTable(DataTable):
         for field, column in _FIELD_TO_COLUMN.items():
             value = getattr(row, field)
             if value != getattr(old, field):
-                cell = _cell(column, value)
+                cell = cell_text(column, value)
                 # Widen a column for a wider value; never re-measure a whole
                 # column for a narrower one (DataTable does that per cell,
                 # O(rows) each: seconds for a poll of a hundred changes).

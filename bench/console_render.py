@@ -31,6 +31,13 @@ Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
    widget inside the box that holds every changed line: when the header,
    table rows and detail pane all change, that is the whole screen.
 
+5. For scale, on the same machine: a Textual app of one Static and a Footer
+   (bench/_bare_textual.py), its first paint in a pty and its CPU at idle
+   with its Static rewritten every second; and importing SQLAlchemy in a fresh
+   interpreter. Machines differ twofold in speed from one day to the next
+   here: the targets are absolute, these say what no Textual console goes
+   under on the machine the figures came from.
+
 The store's running rows have no live host: the console runs with a long
 lease (SWARMKIT_LEASE) so that it does not mark them lost.
 """
@@ -221,7 +228,9 @@ async def repaints(url: str, ws: str, live: list[str], seconds: float) -> tuple[
 
 
 class PtyConsole:
-    def __init__(self, url: str, ws: str, poll: float = 1.0, table: str = "line"):
+    """The console in a pseudo-terminal; or, with `argv`, that program instead (the bare Textual app)."""
+
+    def __init__(self, url: str, ws: str, poll: float = 1.0, table: str = "line", argv: list[str] | None = None):
         self.master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
         env = dict(os.environ, TERM="xterm-256color", SWARMKIT_LEASE=str(LONG_LEASE_S), COLUMNS=str(SIZE[0]), LINES=str(SIZE[1]))
@@ -230,9 +239,10 @@ class PtyConsole:
         swap = {"datatable": "import _datatable_table; _datatable_table.use(); ",
                 "floor": "import _datatable_table; _datatable_table.use_blank(); "}.get(table, "")
         cmd = [sys.executable, "-c", "import sys; " + swap + "from swarmkit.console.cli import main; sys.exit(main())"]
+        cmd += ["--store", url, "--poll", str(poll), ws]
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            cmd + ["--store", url, "--poll", str(poll), ws], stdin=slave, stdout=slave, stderr=slave,
+            argv or cmd, stdin=slave, stdout=slave, stderr=slave,
             start_new_session=True, close_fds=True, cwd=ws, env=env,
         )
         os.close(slave)
@@ -364,6 +374,43 @@ def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str]) -> d
     return dict(cpu_pct=cpu_pct, cpu_windows=samples, ticks=ticks[0])
 
 
+BARE = Path(__file__).with_name("_bare_textual.py")
+BARE_NEEDLE = "bare-textual-app"
+
+
+def bare_paints(ws: str, reps: int) -> list[float]:
+    """First paint of a Textual app of one Static in a pty: Python's and Textual's start-up, no app of ours."""
+    out = []
+    for _ in range(reps):
+        con = PtyConsole("", ws, argv=[sys.executable, str(BARE), BARE_NEEDLE])
+        try:
+            at = con.wait_for(BARE_NEEDLE.encode(), 60)
+            assert at is not None, f"the bare app never painted: {bytes(con.buf[-2000:])!r}"
+            out.append(at)
+        finally:
+            con.quit()
+    return out
+
+
+def bare_idle(ws: str, idle_s: float) -> float:
+    """CPU of that app, its Static rewritten every second, as a percentage of one core."""
+    con = PtyConsole("", ws, argv=[sys.executable, str(BARE), BARE_NEEDLE, "--tick"])
+    try:
+        assert con.wait_for(BARE_NEEDLE.encode(), 60) is not None
+        time.sleep(3.0)
+        cpu0, t0 = con.cpu_s(), time.perf_counter()
+        time.sleep(idle_s)
+        return (con.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
+    finally:
+        con.quit()
+
+
+def import_s(module: str, reps: int) -> list[float]:
+    """Importing `module` in a fresh interpreter, from .pyc files (the console imports SQLAlchemy before its first read)."""
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    return [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout) for _ in range(reps)]
+
+
 async def build(url: str, ws: str, runs: int, active: int) -> B.BigStore:
     big = await B.build_big_store(url, ws, runs, active)
     print(f"  store: {big.runs:,} runs ({big.active:,} active, {len(big.running_ids):,} running) built in {big.build_s:.1f} s", flush=True)
@@ -419,11 +466,14 @@ def main() -> None:
         use_table("line")
         for kind in kinds:
             res[kind].update(pty_paints(url, ws, args.paint_reps, kind))
+        bare_paint = bare_paints(ws, args.paint_reps)
+        sqlalchemy_import = import_s("sqlalchemy", args.paint_reps)
     with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
         live = asyncio.run(build_live(url, ws, args.live_runs, args.live))
         for kind in kinds:
             res[kind].update(idle_cpu(url, ws, args.idle_s, kind, live))
         floor = idle_cpu(url, ws, args.idle_s, "floor", live)["cpu_pct"]
+        bare_cpu = bare_idle(ws, args.idle_s)
         repainted = asyncio.run(repaints(url, ws, live, args.repaint_s)) if args.repaint_s > 0 else None
     for kind in kinds:
         r = res[kind]
@@ -458,6 +508,15 @@ def main() -> None:
               f"datatable {b['cpu_pct'] - floor:.2f} % ({(b['cpu_pct'] - floor) / max(a['cpu_pct'] - floor, 0.01):.1f}x)")
     else:
         print(f"\n  idle CPU floor (rows painted blank): {floor:.2f} %")
+    # What no console goes under on this machine: the targets above are absolute, the machine is not.
+    line_paint, line_cpu = B.med(res[kinds[0]]["paints"]), res[kinds[0]]["cpu_pct"]
+    print(f"\n  on this machine, for scale ({kinds[0]} table beside each):")
+    print(f"  a Textual app of one Static, first paint in a pty: {B.med(bare_paint) * 1000:.0f} ms "
+          f"(console {line_paint * 1000:.0f} ms: {line_paint / B.med(bare_paint):.2f}x; "
+          f"what the console adds: {(line_paint - B.med(bare_paint)) * 1000:.0f} ms, of which importing SQLAlchemy "
+          f"{B.med(sqlalchemy_import) * 1000:.0f} ms)")
+    print(f"  the same app, its Static rewritten every second, CPU at idle: {bare_cpu:.2f} % of a core "
+          f"(console {line_cpu:.2f} %: {line_cpu / max(bare_cpu, 1e-9):.1f}x)")
     if repainted is not None:
         frames, lines = repainted
         shown = ", ".join(f"{name} {n:.1f}" for name, n in list(lines.items())[:10])

@@ -13,7 +13,8 @@ from textual.widgets import Static
 
 from swarmkit.store import STORE_FAULTS, StoreError, describe_db_error, masked
 from swarmkit.store.records import JobRecord
-from swarmkit.widgets.run_table import COLUMNS, RunTable
+from swarmkit.widgets.run_row import COLUMNS
+from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe_lines
 
 from .acts import ACT_BY_ACTION, ACT_BY_VERB, ACTS

@@ -26,7 +26,8 @@ from swarmkit.store.queries import audit_for, checkpoints_for, events_before, ge
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
-from swarmkit.widgets.run_table import RunRow, RunTable
+from swarmkit.widgets.run_row import RunRow
+from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe
 from swarmkit.widgets.state_counts import StateCounts, StoreSummary
 

@@ -18,7 +18,7 @@ from swarmkit.store import StoreLocation
 from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
 from swarmkit.widgets.log_tail import LogLine
 from swarmkit.widgets.run_detail import DetailSection, RunDetailData
-from swarmkit.widgets.run_table import RunRow
+from swarmkit.widgets.run_row import RunRow
 from swarmkit.widgets.safe_text import safe
 
 

@@ -17,7 +17,7 @@ from swarmkit.store import Store
 from swarmkit.store.models import events, jobs
 from swarmkit.store.queries import node_durations
 from swarmkit.store.records import JobRecord
-from swarmkit.widgets import run_table
+from swarmkit.widgets import run_row as row_module
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -34,8 +34,8 @@ def record(**kw) -> JobRecord:
 
 
 def test_the_console_widget_shows_the_shared_columns_in_their_order():
-    assert [(key, header) for key, header, _ in run_table.COLUMNS] == [(c.key if c.key != "short_id" else "id", c.header) for c in COLUMNS]
-    assert [field for _, _, field in run_table.COLUMNS] == [c.key for c in COLUMNS]
+    assert [(key, header) for key, header, _ in row_module.COLUMNS] == [(c.key if c.key != "short_id" else "id", c.header) for c in COLUMNS]
+    assert [field for _, _, field in row_module.COLUMNS] == [c.key for c in COLUMNS]
     # And the console's row holds exactly what the shared cells say.
     job = record(stop_requested_at=NOW - timedelta(seconds=12), stop_requested_by="ana@ops")
     row = run_row(job, NOW)

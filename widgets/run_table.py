@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from functools import cached_property
 
 from rich.segment import Segment
 from rich.style import Style
@@ -34,92 +32,11 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from .safe_text import safe_text
-from .status_look import STATUS_ORDER, status_text
+from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_text, sort_value
 from .tcss import load_css
 
-
-@dataclass(frozen=True)
-class RunRow:
-    """What one row shows; plain strings, made safe by the table. The `*_at` floats only sort."""
-
-    key: str  # the full run id; rows are diffed by it
-    short_id: str
-    flow: str
-    status: str  # the shown status (running, stopping, ...)
-    node: str
-    in_state: str
-    last_work: str
-    requested_by: str
-    usage: str
-    burn: str = ""  # cost per minute, for a running run
-    created_at: float = 0.0  # epoch seconds; the default order, newest first
-    in_state_at: float = 0.0  # when it entered the state it is shown in
-    last_work_at: float = 0.0  # its last sign of work
-    burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
-
-    def shown(self) -> tuple[str, ...]:
-        return self._shown
-
-    @cached_property
-    def _shown(self) -> tuple[str, ...]:
-        # Asked several times a row each poll (the diff, the cells, the strip cache): made once.
-        return tuple(getattr(self, f) for _, _, f in COLUMNS)
-
-
-# Column key, header, and the RunRow field it shows. What each column says is defined once, for
-# `swarmkit status` too, in swarmkit.runtime.run_columns (which widgets may not import): a test
-# holds these headers and fields to it.
-COLUMNS: tuple[tuple[str, str, str], ...] = (
-    ("id", "ID", "short_id"),
-    ("flow", "FLOW", "flow"),
-    ("status", "STATUS", "status"),
-    ("node", "NODE", "node"),
-    ("in_state", "IN STATE", "in_state"),
-    ("last_work", "LAST WORK", "last_work"),
-    ("requested_by", "REQUESTED BY", "requested_by"),
-    ("usage", "USAGE", "usage"),
-    ("burn", "BURN", "burn"),
-)
-_FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
-_COLUMN_INDEX = {col: i for i, (col, _, _) in enumerate(COLUMNS)}
-_LIMITS = {"flow": 32, "node": 64, "requested_by": 32}
-_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate"}
-_STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
 MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
-
-assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
-
-
-def _cell(column: str, value: str) -> Text:
-    if column == "status":
-        return status_text(value)
-    return safe_text(value, limit=_LIMITS.get(column))
-
-
-def sort_value(row: RunRow, column: str | None) -> tuple:
-    """The value a row sorts on, ascending; `None` is the default order (newest first)."""
-    if column is None:
-        return (-row.created_at, row.key)
-    if column == "status":
-        return (_STATUS_RANK.get(row.status, len(_STATUS_RANK)), -row.created_at, row.key)
-    # Ages sort by the time they count from: the shortest first.
-    if column == "in_state":
-        return (-row.in_state_at, row.key)
-    if column == "last_work":
-        return (-row.last_work_at, row.key)
-    if column == "burn":
-        return (-row.burn_rate, -row.created_at, row.key)
-    return (getattr(row, COLUMNS[_COLUMN_INDEX[column]][2]).casefold(), -row.created_at, row.key)
-
-
-@dataclass(frozen=True)
-class TableChange:
-    added: int
-    removed: int
-    updated_cells: int
-    reordered: bool
 
 
 class RunTable(ScrollView, can_focus=True):
@@ -219,7 +136,7 @@ class RunTable(ScrollView, can_focus=True):
 
     def get_cell(self, key: str, column: str) -> Text:
         """The text a cell shows (as made safe), by run id and column key."""
-        return self._cells_of(self._shown[key])[_COLUMN_INDEX[column]]
+        return self._cells_of(self._shown[key])[COLUMN_INDEX[column]]
 
     def select(self, key: str) -> bool:
         index = self._positions().get(key)
@@ -356,7 +273,7 @@ class RunTable(ScrollView, can_focus=True):
 
     def _sort_key(self, row: RunRow) -> tuple:
         value = sort_value(row, self.sort_column)
-        return _Reversed(value) if self.sort_reverse else value  # type: ignore[return-value]
+        return Reversed(value) if self.sort_reverse else value  # type: ignore[return-value]
 
     def _settle_cursor(self, cursor_key: str | None, cursor_screen: int) -> None:
         if not self._order:
@@ -448,11 +365,11 @@ class RunTable(ScrollView, can_focus=True):
         if cached is not None and cached[0] == shown:
             return cached[1]
         if cached is None:
-            cells = [_cell(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
+            cells = [cell_text(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
         else:
             # A live run changes a cell or two a poll (its usage, an age): the others keep their Text.
             before, old = cached
-            cells = [cell if value == was else _cell(col, value) for (col, _, _), value, was, cell in zip(COLUMNS, shown, before, old)]
+            cells = [cell if value == was else cell_text(col, value) for (col, _, _), value, was, cell in zip(COLUMNS, shown, before, old)]
         self._cells[row.key] = (shown, cells)
         return cells
 
@@ -720,21 +637,3 @@ class RunTable(ScrollView, can_focus=True):
                 kept[i] = (cell, width, style, lead, rendered)
             segments.extend(rendered)
         return Strip(segments, self._total_width())
-
-
-class _Reversed:
-    """A sort value that orders the other way round."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: tuple) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Reversed) -> bool:
-        return other.value < self.value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reversed) and other.value == self.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)

@@ -6,7 +6,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 from swarmkit.widgets.log_tail import LogLine, LogTail, line_text
-from swarmkit.widgets.run_table import RunRow, RunTable
+from swarmkit.widgets.run_row import RunRow
+from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe, safe_lines, safe_text
 from swarmkit.widgets.status_look import STATUS_LOOKS, status_text
 
