@@ -68,6 +68,7 @@ class MainScreen(ActingScreen):
         self.poller = Poller(self.link, clock=config.clock, lease_s=config.lease_s, detect_lost=config.detect_lost)
         self.actor = default_actor()
         self.jobs: dict[str, JobRecord] = {}
+        self._shown_jobs: tuple[JobRecord, ...] | None = None  # the records the last applied poll showed
         self.snapshot: Snapshot | None = None
         self.show_ended = False
         self.text_filter = ""
@@ -175,15 +176,27 @@ class MainScreen(ActingScreen):
         self.snapshot = snap
         self.problem = None
         self._last_ok_at = snap.at
-        previous, self.jobs = self.jobs, {j.id: j for j in snap.jobs}
         table = self.query_one(RunTable)
         # Rows are made only for the runs whose record changed (the poller
-        # hands back the same record while a run does not change); ages on
-        # screen are refreshed through the table's row source.
+        # says which it read again; after a full read, any may have); ages on
+        # screen are refreshed through the table's row source. A poll that
+        # changed nothing hands back the very records of the last: then
+        # nothing here walks every run (2,000 active: bench/console_render.py).
         self._row_at = snap.at
-        self.burn.observe(snap.jobs, snap.at)
-        fresh = {j.id: self._run_row(j, snap.at) for j in snap.jobs if previous.get(j.id) is not j}
-        table.show([j.id for j in snap.jobs], fresh)
+        same_runs = snap.jobs is self._shown_jobs
+        if not same_runs:
+            self.jobs = {j.id: j for j in snap.jobs}
+        self._shown_jobs = snap.jobs
+        jobs = self.jobs
+        if snap.changed is None:
+            self.burn.observe(snap.jobs, snap.at)
+            fresh = {j.id: self._run_row(j, snap.at) for j in snap.jobs}
+        else:
+            changed = [job for key in snap.changed if (job := jobs.get(key)) is not None]
+            # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
+            self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
+            fresh = {j.id: self._run_row(j, snap.at) for j in changed}
+        table.show(None if same_runs else list(jobs), fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs
         if not snap.jobs and (words := self._empty_words()) != self._empty_said:

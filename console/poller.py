@@ -89,6 +89,9 @@ class Snapshot:
     all_ended: bool = field(default=False)
     clock_warning: str | None = None  # workers whose clocks are off the store's, in words
     partial: bool = False  # a first read of the newest runs only: poll again at once for the rest
+    # The runs whose records changed in this poll (or were not held before it); the others
+    # shown are the very records of the poll before. None: any may have changed.
+    changed: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,7 @@ class Poller:
         self._ended_sorted: list[JobRecord] | None = None
         self._rows_dirty = True
         self._shown: tuple[tuple[bool, int], tuple[JobRecord, ...]] | None = None
+        self._changed: set[str] | None = None  # changed since the poll began
 
     def forget(self) -> None:
         """Read everything again next time (after a fault, the cache may be of another store)."""
@@ -204,6 +208,7 @@ class Poller:
         store = await self.link.get()
         await store.keep_time()
         text_filter = (text_filter or "").strip() or None
+        self._changed = set()
         lost_check = None
         plan = self._plan(text_filter)
         read_at = store_now()
@@ -256,6 +261,7 @@ class Poller:
             all_ended=show_ended,
             clock_warning=clock_warning(got.skewed),
             partial=got.partial,
+            changed=frozenset(self._changed) if self._changed is not None else None,
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:
@@ -382,7 +388,20 @@ class Poller:
         return whole + len(narrow), whole
 
     def _reset(self, rows: list[JobRecord], marker: ChangeMarker) -> None:
-        """Hold exactly `rows` (a full read): all active runs and the newest ended ones."""
+        """Hold exactly `rows` (a full read): all active runs and the newest ended ones.
+
+        A run read the same as it was held keeps its held record, and is not
+        counted as changed: a full read every FULL_EVERY_S costs the owner
+        what changed, not a new row for every run."""
+        held = self._cache
+        changed = self._changed if self._changed is not None else set()
+        for i, job in enumerate(rows):
+            old = held.get(job.id)
+            if old is not None and old == job:
+                rows[i] = old
+            else:
+                changed.add(job.id)
+        self._changed = changed
         self._cache = {j.id: j for j in rows}
         ended = [j for j in rows if j.status not in ACTIVE_STATUSES]
         # From now to the next full read, the marker counts the rows updated
@@ -412,8 +431,14 @@ class Poller:
         """Hold `job` in place of what was held under its id, keeping the bookkeeping exact."""
         cache = self._cache
         old = cache.get(job.id)
+        if old is not None and old == job:
+            # Read again, the same (the detail pane's run, a quiet running row): the held
+            # record stays, and a poll that read only such rows shows the very records of the last.
+            return
         cache[job.id] = job
         self._rows_dirty = True
+        if self._changed is not None:
+            self._changed.add(job.id)
         w = self._window_after
         is_active = job.status in ACTIVE_STATUSES
         was_active = old is not None and old.status in ACTIVE_STATUSES

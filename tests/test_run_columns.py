@@ -8,6 +8,7 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import insert
 
 from swarmkit.console.burn_meter import BurnMeter
@@ -90,6 +91,33 @@ def test_the_burn_rate_is_the_cost_per_minute_over_the_last_minute_watched():
     meter.observe([record(status="stopped", cost=2.0)], idle)
     assert meter.total(idle) is None and burn_rate(record(status="stopped"), idle) is None
     assert [burn_text(r) for r in (None, 0, 0.0042, 0.123, 1.26, 42.4)] == ["-", "$0/m", "$0.004/m", "$0.12/m", "$1.3/m", "$42/m"]
+
+
+def test_the_total_burn_is_every_running_runs_rate_summed_whether_polls_bring_all_records_or_the_changed():
+    """The header's total looks only at runs whose cost stepped within the window; it must be the plain sum."""
+    import random
+
+    rng = random.Random(7)
+    full, incremental = BurnMeter(), BurnMeter()
+    runs = {f"{i:032x}": record(id=f"{i:032x}", cost=float(i % 3)) for i in range(40)}
+    at = NOW
+    for tick in range(150):
+        at += timedelta(seconds=rng.choice([1, 1, 2, 7]))
+        changed = []
+        for key in rng.sample(sorted(runs), 4):
+            job = runs[key]
+            if job.status == "running" and rng.random() < 0.05:
+                runs[key] = record(id=key, status="stopped", cost=job.cost)
+            elif job.status == "running":
+                runs[key] = record(id=key, cost=job.cost + rng.choice([0.0, 0.01, 0.5]))
+            changed.append(runs[key])
+        full.observe(list(runs.values()), at)
+        # The first poll is a full read (Snapshot.changed None); after it, only what changed.
+        incremental.observe(list(runs.values()), at, changed=changed if tick else None)
+        running = [j for j in runs.values() if j.status == "running"]
+        plain = sum(burn_rate(j, at, full.since(j.id, at)) or 0.0 for j in running) if running else None
+        assert full.total(at) == pytest.approx(plain) and incremental.total(at) == pytest.approx(plain), tick
+    assert any(j.status == "stopped" for j in runs.values()), "some runs ended on the way"
 
 
 def test_a_nodes_usual_duration_is_read_from_the_flows_past_runs(store_url: str, workspace: Path):

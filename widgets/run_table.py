@@ -186,14 +186,22 @@ class RunTable(ScrollView, can_focus=True):
         """Make the table show exactly `rows` (in the table's own order)."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
-    def show(self, order: Sequence[str], fresh: Mapping[str, RunRow]) -> TableChange:
+    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow]) -> TableChange:
         """Make the table show the runs `order` names, in the table's sort.
 
         `fresh` holds the row of every run not shown yet and of every run whose
         values may have changed; the others keep what they show, but for the
         rows on screen, which are refreshed from `row_source`. Shown runs keep
-        their places; new ones go where the sort puts them.
+        their places; new ones go where the sort puts them. `order` None: the
+        same runs as before (a poll that changed none of them costs what it
+        changed, not what is shown).
         """
+        if order is None:
+            updated = sum(self._update(row) for key, row in fresh.items() if key in self._shown)
+            updated += self.refresh_visible(skip=fresh)
+            self._flush_lines()
+            self._announce()
+            return TableChange(0, 0, updated, False)
         wanted = set(order)
         cursor_key = self.selected_key
         cursor_screen = self.cursor_row - int(self.scroll_y)

@@ -60,6 +60,34 @@ async def test_polls_read_only_what_changed(store_url, workspace, fast_env):
         await link.close()
 
 
+async def test_a_poll_says_which_runs_changed_and_hands_back_the_same_records_for_the_others(store_url, workspace, fast_env):
+    """What lets the console apply a poll at the cost of what changed: the records of runs that did
+    not change are the very objects of the poll before, a full read included."""
+    await init_store(store_url, workspace)
+    runs = await submit(store_url, workspace, quick_flow(workspace), count=3)
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=2)
+    try:
+        first = await poller.poll()
+        assert first.changed == set(runs)
+        poller.focus = runs[0]  # the detail pane's run is read again at every poll
+        again = await poller.poll()
+        assert again.changed == frozenset() and again.jobs is first.jobs, "read again, the same: nothing changed"
+        store = await link.get()
+        await control.stop(store, runs[1], actor="tester@ci")
+        stopped = await poller.poll()
+        assert stopped.changed == {runs[1]}
+        by_id = {j.id: j for j in stopped.jobs}
+        assert by_id[runs[1]].status == "stopped"
+        assert all(by_id[j.id] is j for j in first.jobs if j.id != runs[1])
+        poller.forget()  # the next poll reads everything
+        full = await poller.poll()
+        assert full.full and full.changed == frozenset()
+        assert all(a is b for a, b in zip(full.jobs, stopped.jobs, strict=True)), "a full read keeps the records that did not change"
+    finally:
+        await link.close()
+
+
 async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, workspace, fast_env):
     await init_store(store_url, workspace)
     a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
