@@ -95,14 +95,14 @@ class DataTableRunTable(DataTable):
         """Make the table show exactly `rows`, in that order."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
-    def show(self, order: Sequence[str], fresh: Mapping[str, RunRow]) -> TableChange:
-        """Make the table show the runs `order` names, in that order.
+    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow]) -> TableChange:
+        """Make the table show the runs `order` names, in that order (None: the same as before).
 
         `fresh` holds the row of every run not shown yet and of every run whose
         values may have changed; the others keep what they show, but for the
         rows on screen, which are refreshed from `row_source`.
         """
-        order = list(order)
+        order = list(self._order if order is None else order)
         wanted = set(order)
         cursor_key = self.selected_key
         cursor_index = self.cursor_row
