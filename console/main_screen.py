@@ -69,6 +69,7 @@ class MainScreen(ActingScreen):
         self.actor = default_actor()
         self.jobs: dict[str, JobRecord] = {}
         self._shown_jobs: tuple[JobRecord, ...] | None = None  # the records the last applied poll showed
+        self._runs_version = -1  # and its Snapshot.runs_version
         self.snapshot: Snapshot | None = None
         self.show_ended = False
         self.text_filter = ""
@@ -183,16 +184,21 @@ class MainScreen(ActingScreen):
         # changed nothing hands back the very records of the last: then
         # nothing here walks every run (2,000 active: bench/console_render.py).
         self._row_at = snap.at
-        same_runs = snap.jobs is self._shown_jobs
-        if not same_runs:
-            self.jobs = {j.id: j for j in snap.jobs}
-        self._shown_jobs = snap.jobs
+        # The same runs as the last poll (some of them changed): their records are swapped in.
+        same_runs = snap.jobs is self._shown_jobs or (
+            snap.changed is not None and self._shown_jobs is not None and snap.runs_version == self._runs_version)
+        self._shown_jobs, self._runs_version = snap.jobs, snap.runs_version
         jobs = self.jobs
         if snap.changed is None:
+            self.jobs = {j.id: j for j in snap.jobs}
             self.burn.observe(snap.jobs, snap.at)
             fresh = {j.id: self._run_row(j, snap.at) for j in snap.jobs}
         else:
-            changed = [job for key in snap.changed if (job := jobs.get(key)) is not None]
+            if not same_runs:
+                self.jobs = jobs = {j.id: j for j in snap.jobs}
+            changed = [job for key, job in snap.changed.items() if key in jobs]
+            for job in changed:
+                jobs[job.id] = job
             # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
             self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
             fresh = {j.id: self._run_row(j, snap.at) for j in changed}

@@ -27,7 +27,7 @@ import asyncio
 import logging
 import time
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
@@ -89,9 +89,11 @@ class Snapshot:
     all_ended: bool = field(default=False)
     clock_warning: str | None = None  # workers whose clocks are off the store's, in words
     partial: bool = False  # a first read of the newest runs only: poll again at once for the rest
-    # The runs whose records changed in this poll (or were not held before it); the others
-    # shown are the very records of the poll before. None: any may have changed.
-    changed: frozenset[str] | None = None
+    # The runs whose records changed in this poll (or were not held before it), with their new
+    # records; the others shown are the very records of the poll before. None: any may have changed.
+    changed: Mapping[str, JobRecord] | None = None
+    # Moves when the runs shown may be others (joined, left); the same: the same runs as the last poll.
+    runs_version: int = 0
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ class Poller:
         self._rows_dirty = True
         self._shown: tuple[tuple[bool, int], tuple[JobRecord, ...]] | None = None
         self._changed: set[str] | None = None  # changed since the poll began
+        self._runs_version = 0
 
     def forget(self) -> None:
         """Read everything again next time (after a fault, the cache may be of another store)."""
@@ -261,7 +264,8 @@ class Poller:
             all_ended=show_ended,
             clock_warning=clock_warning(got.skewed),
             partial=got.partial,
-            changed=frozenset(self._changed) if self._changed is not None else None,
+            changed={key: self._cache[key] for key in self._changed if key in self._cache} if self._changed is not None else None,
+            runs_version=self._runs_version,
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:
@@ -534,14 +538,18 @@ class Poller:
             self._order_dirty = False
             self._active_desc = [job_id for _, job_id in reversed(self._active_keys)]
             self._rows_dirty = True
+            self._runs_version += 1
         if self._ended_sorted is None:
             self._ended_sorted = sorted(self._ended.values(), key=attrgetter("updated_at", "id"), reverse=True)[: self.ended_bound]
             self._rows_dirty = True
+            self._runs_version += 1
         ended = self._ended_sorted
         if not show_ended:
             cutoff = now - self.linger
             ended = [j for j in ended if (j.ended_at or j.updated_at) >= cutoff]
         key = (show_ended, len(ended))
+        if self._shown is not None and self._shown[0] != key:
+            self._runs_version += 1
         if self._rows_dirty or self._shown is None or self._shown[0] != key:
             self._rows_dirty = False
             self._shown = (key, tuple(map(cache.__getitem__, self._active_desc)) + tuple(ended))

@@ -69,21 +69,25 @@ async def test_a_poll_says_which_runs_changed_and_hands_back_the_same_records_fo
     poller = Poller(link, clock=store_now, lease_s=2)
     try:
         first = await poller.poll()
-        assert first.changed == set(runs)
+        assert first.changed is not None and set(first.changed) == set(runs)
         poller.focus = runs[0]  # the detail pane's run is read again at every poll
         again = await poller.poll()
-        assert again.changed == frozenset() and again.jobs is first.jobs, "read again, the same: nothing changed"
+        assert again.changed == {} and again.jobs is first.jobs, "read again, the same: nothing changed"
+        assert again.runs_version == first.runs_version
         store = await link.get()
         await control.stop(store, runs[1], actor="tester@ci")
         stopped = await poller.poll()
-        assert stopped.changed == {runs[1]}
         by_id = {j.id: j for j in stopped.jobs}
+        assert stopped.changed == {runs[1]: by_id[runs[1]]} and stopped.runs_version == first.runs_version, "the same runs, one changed"
         assert by_id[runs[1]].status == "stopped"
         assert all(by_id[j.id] is j for j in first.jobs if j.id != runs[1])
         poller.forget()  # the next poll reads everything
         full = await poller.poll()
-        assert full.full and full.changed == frozenset()
+        assert full.full and full.changed == {}
         assert all(a is b for a, b in zip(full.jobs, stopped.jobs, strict=True)), "a full read keeps the records that did not change"
+        (new,) = await submit(store_url, workspace, quick_flow(workspace))
+        joined = await poller.poll()
+        assert joined.runs_version != full.runs_version and set(joined.changed or ()) == {new}, "a run joined"
     finally:
         await link.close()
 
