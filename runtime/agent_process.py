@@ -105,22 +105,36 @@ class AgentProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self._pumps: list[asyncio.Task] = []
         self.abandoned = False
+        self._verdict: int | None = None  # the read end of the supervisor's verdict pipe
+        # Set once it has exited: the supervisor ended the agents because the lease ran out
+        # (its status, LEASE_EXPIRED, is also what an agent parking at a boundary of its own exits with).
+        self.lease_expired = False
 
     async def start(self) -> None:
         opts = ["--interrupt-grace", str(self.interrupt_grace), "--term-grace", str(self.term_grace), "--fence-grace", str(self.fence_grace)]
         if self.lease_deadline is not None:
             opts += ["--lease", repr(self.lease_deadline)]
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-S", SUPERVISOR, *opts, "--", *self.argv,
-            cwd=str(self.cwd),
-            env=self.env,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            # A session of its own: the operator's Ctrl-C reaches none of the
-            # agent's processes directly, and no terminal signal does.
-            start_new_session=True,
-        )
+        verdict, told = os.pipe()
+        opts += ["--verdict-fd", str(told)]
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-S", SUPERVISOR, *opts, "--", *self.argv,
+                cwd=str(self.cwd),
+                env=self.env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                # A session of its own: the operator's Ctrl-C reaches none of the
+                # agent's processes directly, and no terminal signal does.
+                start_new_session=True,
+                pass_fds=(told,),
+            )
+        except BaseException:
+            os.close(verdict)
+            raise
+        finally:
+            os.close(told)
+        self._verdict = verdict
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._pumps = [asyncio.create_task(pump(self.proc.stdout, self.lines)), asyncio.create_task(pump(self.proc.stderr, self.lines))]
 
@@ -144,7 +158,21 @@ class AgentProcess:
         assert self.proc is not None
         code = await self.proc.wait()
         await self._drain()
+        self.lease_expired = b"lease-expired" in self._read_verdict()
         return code
+
+    def _read_verdict(self) -> bytes:
+        """What the supervisor said before it exited (nothing, mostly): the pipe's write end is closed by then."""
+        fd, self._verdict = self._verdict, None
+        if fd is None:
+            return b""
+        try:
+            os.set_blocking(fd, False)
+            return os.read(fd, 256)
+        except OSError:
+            return b""
+        finally:
+            os.close(fd)
 
     async def _drain(self) -> None:
         if not self._pumps:
@@ -183,6 +211,9 @@ class AgentProcess:
 
     def close(self) -> None:
         """Closing the control pipe tells the supervisor the host is gone: it ends everything."""
+        if self._verdict is not None:
+            os.close(self._verdict)
+            self._verdict = None
         proc = self.proc
         if proc is not None and proc.stdin is not None and not proc.stdin.is_closing():
             try:

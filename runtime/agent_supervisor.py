@@ -111,8 +111,13 @@ def send(pids, sig: int) -> None:
 
 
 class Supervisor:
-    def __init__(self, argv: list[str], interrupt_grace: float, term_grace: float, fence_grace: float, lease: float | None):
+    def __init__(
+        self, argv: list[str], interrupt_grace: float, term_grace: float, fence_grace: float, lease: float | None, verdict_fd: int | None = None,
+    ):
         self.argv = argv
+        # Where the supervisor says that it ended the agents for the lease: its exit status
+        # alone cannot, an agent parking at a boundary of its own exits 75 as well.
+        self.verdict_fd = verdict_fd
         self.interrupt_grace = interrupt_grace
         self.term_grace = term_grace
         self.fence_grace = fence_grace
@@ -219,6 +224,14 @@ class Supervisor:
                 say(f"cannot run {self.argv[0]}: {exc.strerror}")
                 os._exit(127)
 
+    def tell(self, verdict: str) -> None:
+        if self.verdict_fd is None:
+            return
+        try:
+            os.write(self.verdict_fd, verdict.encode() + b"\n")
+        except OSError:
+            pass
+
     def finish(self) -> int:
         """Exit as the command did: with its status, or killed by its signal (the host tells the two apart)."""
         status = self.child_status
@@ -244,6 +257,7 @@ class Supervisor:
                 return self.finish()
             if self.lease is not None and time.monotonic() >= self.lease:
                 say("the host did not renew its lease in time; ending the agent before the run can be taken elsewhere")
+                self.tell("lease-expired")
                 self.escalate([(signal.SIGTERM, self.fence_grace)])
                 return LEASE_EXPIRED
             wait = POLL_S if self.lease is None else max(0.0, min(POLL_S, self.lease - time.monotonic()))
@@ -262,14 +276,14 @@ class Supervisor:
 
 
 def parse(argv: list[str]) -> tuple[dict, list[str]]:
-    opts = {"interrupt_grace": 3.0, "term_grace": 3.0, "fence_grace": 0.5, "lease": None}
-    names = {"--interrupt-grace": "interrupt_grace", "--term-grace": "term_grace", "--fence-grace": "fence_grace", "--lease": "lease"}
+    opts: dict = {"interrupt_grace": 3.0, "term_grace": 3.0, "fence_grace": 0.5, "lease": None, "verdict_fd": None}
+    names = {"--interrupt-grace": "interrupt_grace", "--term-grace": "term_grace", "--fence-grace": "fence_grace", "--lease": "lease", "--verdict-fd": "verdict_fd"}
     i = 0
     while i < len(argv) and argv[i] != "--":
         key = names.get(argv[i])
         if key is None or i + 1 >= len(argv):
             raise SystemExit(f"agent_supervisor: bad option {argv[i]!r}")
-        opts[key] = float(argv[i + 1])
+        opts[key] = int(argv[i + 1]) if key == "verdict_fd" else float(argv[i + 1])
         i += 2
     return opts, argv[i + 1 :]
 
@@ -279,6 +293,8 @@ def main(argv: list[str]) -> int:
     if not command:
         say("no command")
         return 2
+    if opts["verdict_fd"] is not None:
+        os.set_inheritable(opts["verdict_fd"], False)  # the supervisor's to write, not the agent's
     become_subreaper()
     return Supervisor(command, **opts).run()
 

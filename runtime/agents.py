@@ -127,13 +127,18 @@ async def _supervised(argv: list[str], hooks: ProcessHooks, workspace: Path, env
         raise AgentFailed(f"{agent.name}: cannot start the agent's process: {exc.strerror or exc}") from exc
     hooks.register(proc)
     try:
-        return await proc.wait()
+        code = await proc.wait()
     except asyncio.CancelledError:
         await proc.interrupt()
         raise
     finally:
         hooks.unregister(proc)
         proc.close()
+    if proc.lease_expired:
+        # Not the agent's doing, whatever its status says (a command parking on its own exits 75 too):
+        # this host fell silent, the run shows lost and is resumed from its last boundary.
+        raise LeaseLapsedError(f"{agent.name}: ended by its supervisor: this host did not renew its lease in time")
+    return code
 
 
 def _ended(code: int, agent: Agent) -> None:

@@ -611,3 +611,43 @@ def _pids_in(path: Path) -> list[tuple[int, str]]:
 
 async def _scalar(conn, stmt):
     return (await conn.execute(stmt)).scalar_one()
+
+
+def test_a_command_ended_for_the_lease_is_a_lapsed_lease_not_a_park_of_its_own(tmp_path: Path):
+    """The supervisor ends an agent whose host did not renew the lease and exits 75, the status a
+    command exits with when it parks at a boundary of its own. The host must hear which it was: a
+    lapsed lease leaves the run lost (resumable); a park with no stop asked fails it.
+
+    Used to: a command ended for the lease was read as parked, and with no stop asked the run
+    failed for good, its work lost, though its host was only late (the race round, a loaded
+    machine: the heartbeat landed after the supervisor's deadline)."""
+    from swarmkit.runtime.agent_process import LineSink
+    from swarmkit.runtime.agents import ProcessHooks, run_command
+    from swarmkit.runtime.errors import LeaseLapsedError, NodeParked
+    from swarmkit.runtime.flow import Agent
+
+    lines: list[str] = []
+
+    async def room() -> None:
+        return None
+
+    def hooks(lease_s: float) -> ProcessHooks:
+        deadline = time.monotonic() + lease_s
+        return ProcessHooks(
+            lines=LineSink(lines.append, room, lambda: False, lambda _n, _b: None), note=lines.append,
+            interrupt_grace=1.0, term_grace=1.0, fence_grace=0.2, lease_deadline=lambda: deadline,
+            register=lambda _p: None, unregister=lambda _p: None,
+        )
+
+    async def go(command: str, lease_s: float) -> BaseException | None:
+        try:
+            await run_command(Agent(name="work", command=command), run_id="r" * 32, step=1, state={}, workspace=tmp_path, hooks=hooks(lease_s))
+        except (LeaseLapsedError, NodeParked) as exc:
+            return exc
+        return None
+
+    lapsed = asyncio.run(go("sleep 30", lease_s=0.5))
+    assert isinstance(lapsed, LeaseLapsedError), f"ended for the lease, read as {lapsed!r}; lines: {lines}"
+    assert any("did not renew its lease" in line for line in lines), lines
+    parked = asyncio.run(go("echo '{\"half\": 1}' > \"$SWARMKIT_OUTPUT\"; exit 75", lease_s=30))
+    assert isinstance(parked, NodeParked) and parked.partial == {"half": 1}, f"a park of its own, read as {parked!r}"
