@@ -122,9 +122,11 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
         ahead.wait()
         t0 = time.monotonic()
         theirs = {ids[n] for n, h in hosts.items() if h == "ahead"}
-        wait_for(lambda: all(_status(clis["laptop"], laptop)[i] == "lost" for i in theirs), timeout=30, interval=0.3, what="the dead host's runs to be marked lost")
+        wait_for(lambda: all(_status(clis["laptop"], laptop)[i] == "lost" for i in theirs), timeout=90, interval=0.3, what="the dead host's runs to be marked lost")
         took = time.monotonic() - t0
-        assert took < lease + 10
+        # Within the lease and what a loaded machine adds (each look is a CLI under libfaketime:
+        # 18 s once in a full run here); a judge on a clock 10 minutes behind would take minutes.
+        assert took < lease + 40, took
         # The healthy host's runs finish.
         release(gates, *ids)
         mine = {ids[n] for n, h in hosts.items() if h == "behind"}
