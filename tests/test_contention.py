@@ -169,6 +169,7 @@ def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, wo
     assert by_status.get("faulted", 0) == 0, [(j.id[:8], j.error) for j in snap["jobs"].values() if j.status == "faulted"]
     # A third of the agents are sync `call` agents, each a process of its own
     # (so that a cancel can end it): fewer nodes a second than in-process ones.
-    assert totals.get("submit", 0) > 50 and nodes > 100, report
+    # That the writers really raced, not how fast: a loaded 2-CPU machine checkpointed 88 in the window once.
+    assert totals.get("submit", 0) > 50 and nodes > 40, report
     assert wal_max < WAL_BOUND, report
     assert integrity_check(db) == "ok"

@@ -559,7 +559,7 @@ def test_logs_follow_rides_out_its_postgresql_connection_being_killed(store_url:
     )
     short = submit(cli, flow)[:8]
     run = cli.start("worker", str(cli.workspace))  # hosts it (a foreground run would echo 20000 lines into a pipe)
-    wait_until(lambda: sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events WHERE kind = 'log'")[0][0] >= 20000, timeout=60, what="the first 20000 lines")
+    wait_until(lambda: sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events WHERE kind = 'log'")[0][0] >= 20000, timeout=180, what="the first 20000 lines")
     follow = cli.start("logs", short, str(cli.workspace), "-f")
     try:
         # From its first connection on: its catch-up reads (2000 events each) are cut mid-query.
