@@ -66,7 +66,7 @@ async def test_a_million_events_open_at_once_and_page_on_demand(sqlite_url, work
         started = time.monotonic()
         log_screen = await open_log(pilot, run)
         await until(pilot, lambda: log_screen.opened, what="the first page")
-        assert time.monotonic() - started < 3.0  # generous for a loaded CI box; typically well under 0.5s
+        assert time.monotonic() - started < 8.0  # a loaded 2-CPU box took 3.9 s once in a full run; typically well under 0.5 s
         tail = log_screen.query_one(LogTail)
         assert len(tail.lines) == PAGE and tail.more_older and tail.follow
         assert tail.lines[-1].text == "line 999999"
