@@ -185,23 +185,17 @@ class MainScreen(ActingScreen):
         # nothing here walks every run (2,000 active: bench/console_render.py).
         self._row_at = snap.at
         # The same runs as the last poll (some of them changed): their records are swapped in.
-        same_runs = snap.jobs is self._shown_jobs or (
-            snap.changed is not None and self._shown_jobs is not None and snap.runs_version == self._runs_version)
+        same_runs = self._shown_jobs is not None and (snap.jobs is self._shown_jobs or snap.runs_version == self._runs_version)
         self._shown_jobs, self._runs_version = snap.jobs, snap.runs_version
         jobs = self.jobs
-        if snap.changed is None:
-            self.jobs = {j.id: j for j in snap.jobs}
-            self.burn.observe(snap.jobs, snap.at)
-            fresh = {j.id: self._run_row(j, snap.at) for j in snap.jobs}
-        else:
-            if not same_runs:
-                self.jobs = jobs = {j.id: j for j in snap.jobs}
-            changed = [job for key, job in snap.changed.items() if key in jobs]
-            for job in changed:
-                jobs[job.id] = job
-            # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
-            self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
-            fresh = {j.id: self._run_row(j, snap.at) for j in changed}
+        if not same_runs:
+            self.jobs = jobs = {j.id: j for j in snap.jobs}
+        changed = [job for key, job in snap.changed.items() if key in jobs]
+        for job in changed:
+            jobs[job.id] = job
+        # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
+        self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
+        fresh = {j.id: self._run_row(j, snap.at) for j in changed}
         table.show(None if same_runs else list(jobs), fresh)
         empty = self.query_one("#empty", Static)
         empty.display = not snap.jobs

@@ -90,8 +90,8 @@ class Snapshot:
     clock_warning: str | None = None  # workers whose clocks are off the store's, in words
     partial: bool = False  # a first read of the newest runs only: poll again at once for the rest
     # The runs whose records changed in this poll (or were not held before it), with their new
-    # records; the others shown are the very records of the poll before. None: any may have changed.
-    changed: Mapping[str, JobRecord] | None = None
+    # records; the others shown are the very records of the poll before.
+    changed: Mapping[str, JobRecord] = field(default_factory=dict)
     # Moves when the runs shown may be others (joined, left); the same: the same runs as the last poll.
     runs_version: int = 0
 
@@ -194,7 +194,7 @@ class Poller:
         self._ended_sorted: list[JobRecord] | None = None
         self._rows_dirty = True
         self._shown: tuple[tuple[bool, int], tuple[JobRecord, ...]] | None = None
-        self._changed: set[str] | None = None  # changed since the poll began
+        self._changed: set[str] = set()  # changed since the last snapshot handed out
         self._runs_version = 0
 
     def forget(self) -> None:
@@ -211,7 +211,6 @@ class Poller:
         store = await self.link.get()
         await store.keep_time()
         text_filter = (text_filter or "").strip() or None
-        self._changed = set()
         lost_check = None
         plan = self._plan(text_filter)
         read_at = store_now()
@@ -252,6 +251,8 @@ class Poller:
             if n:
                 counts[RUNNING] = counts.get(RUNNING, 0) - n
                 counts[status] = counts.get(status, 0) + n
+        # Cleared only once handed out: what a poll that failed half-way took is still news to the next.
+        changed, self._changed = {key: self._cache[key] for key in self._changed if key in self._cache}, set()
         return Snapshot(
             jobs=jobs,
             counts={k: v for k, v in counts.items() if v},
@@ -264,7 +265,7 @@ class Poller:
             all_ended=show_ended,
             clock_warning=clock_warning(got.skewed),
             partial=got.partial,
-            changed={key: self._cache[key] for key in self._changed if key in self._cache} if self._changed is not None else None,
+            changed=changed,
             runs_version=self._runs_version,
         )
 
@@ -398,14 +399,12 @@ class Poller:
         counted as changed: a full read every FULL_EVERY_S costs the owner
         what changed, not a new row for every run."""
         held = self._cache
-        changed = self._changed if self._changed is not None else set()
         for i, job in enumerate(rows):
             old = held.get(job.id)
             if old is not None and old == job:
                 rows[i] = old
             else:
-                changed.add(job.id)
-        self._changed = changed
+                self._changed.add(job.id)
         self._cache = {j.id: j for j in rows}
         ended = [j for j in rows if j.status not in ACTIVE_STATUSES]
         # From now to the next full read, the marker counts the rows updated
@@ -441,8 +440,7 @@ class Poller:
             return
         cache[job.id] = job
         self._rows_dirty = True
-        if self._changed is not None:
-            self._changed.add(job.id)
+        self._changed.add(job.id)
         w = self._window_after
         is_active = job.status in ACTIVE_STATUSES
         was_active = old is not None and old.status in ACTIVE_STATUSES

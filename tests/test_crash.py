@@ -559,15 +559,17 @@ def test_logs_follow_rides_out_its_postgresql_connection_being_killed(store_url:
     )
     short = submit(cli, flow)[:8]
     run = cli.start("worker", str(cli.workspace))  # hosts it (a foreground run would echo 20000 lines into a pipe)
-    wait_until(lambda: sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events WHERE kind = 'log'")[0][0] >= 20000, timeout=180, what="the first 20000 lines")
-    follow = cli.start("logs", short, str(cli.workspace), "-f")
+    follow = None
     try:
+        # Inside the try: a wait that times out must not leave the worker running (it did once, for 45 minutes).
+        wait_until(lambda: sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events WHERE kind = 'log'")[0][0] >= 20000, timeout=180, what="the first 20000 lines")
+        follow = cli.start("logs", short, str(cli.workspace), "-f")
         # From its first connection on: its catch-up reads (2000 events each) are cut mid-query.
         wait_until(lambda: tcp_ports_of(follow.pid) or follow.poll() is not None, timeout=30, interval=0.002, what="the follower's connection")
         storm = pg_kill_storm(follow.pid, seconds=5 * scale(), every=0.002, idle_every=0.3)
         out, errs = follow.communicate(timeout=120)
     finally:
-        if follow.poll() is None:
+        if follow is not None and follow.poll() is None:
             follow.kill()
         run.send_signal(signal.SIGTERM)
         run.communicate(timeout=60)
