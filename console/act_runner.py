@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import SwarmkitError
 from swarmkit.runtime.workspaces import dir_size
-from swarmkit.store import STORE_FAULTS, StoreError
-from swarmkit.store.queries import get_job, workspaces_for
+from swarmkit.store.engine import is_store_fault
+from swarmkit.store.reads import get_job, workspaces_for
 from swarmkit.widgets.confirm_dialog import ConfirmDialog
 
 from .act_dialogs import Outcome, Target, confirmation, outcome_lines, outcome_summary
@@ -126,6 +126,6 @@ class ActRunner:
         except SwarmkitError as exc:
             return Outcome(run_id[:8], None, str(exc))
         except Exception as exc:
-            if not isinstance(exc, STORE_FAULTS + (StoreError,)):
+            if not is_store_fault(exc):
                 log.exception("%s failed", act.verb)
             return Outcome(run_id[:8], None, f"could not {act.verb.replace('_', ' ')} {run_id[:8]}: {self.screen.problem_words(exc)}")

@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Static
 
-from swarmkit.store import STORE_FAULTS, StoreError, describe_db_error, masked
+from swarmkit.store.engine import StoreError, is_store_fault, masked
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.run_row import COLUMNS
 from swarmkit.widgets.run_table import RunTable
@@ -35,7 +35,9 @@ def problem_text(exc: BaseException, link: StoreLink) -> str:
     # The banner is read over shoulders and in screenshots: no password in it.
     if isinstance(exc, StoreError):
         return masked(str(exc))
-    if isinstance(exc, STORE_FAULTS):
+    if is_store_fault(exc):
+        from swarmkit.store import describe_db_error
+
         return describe_db_error(exc, link.loc)
     return masked(f"poll failed: {type(exc).__name__}: {exc}")
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
 from swarmkit.runtime import control
 from swarmkit.runtime.control import ActResult
-from swarmkit.store import Store
-from swarmkit.store.models import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED
+from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
 
 # The runs a cancel can still end.
 _CANCELLABLE = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})

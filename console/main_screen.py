@@ -21,8 +21,7 @@ from textual.widgets import Input, Static
 from swarmkit.runtime.report import age
 from swarmkit.runtime.run_columns import burn_text
 from swarmkit.runtime.settings import default_actor
-from swarmkit.store import STORE_FAULTS, StoreError
-from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
+from swarmkit.store.engine import is_store_fault
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
@@ -65,6 +64,7 @@ class MainScreen(ActingScreen):
         self.clock = config.clock
         self.poll_interval = config.poll_interval
         self.link = StoreLink(config.store, config.workspace)
+        self.link.first_frame = asyncio.Event()
         self.poller = Poller(self.link, clock=config.clock, lease_s=config.lease_s, detect_lost=config.detect_lost)
         self.actor = default_actor()
         self.jobs: dict[str, JobRecord] = {}
@@ -153,7 +153,7 @@ class MainScreen(ActingScreen):
             return
         if snap is None:
             assert error is not None
-            if not isinstance(error, STORE_FAULTS + (StoreError,)):
+            if not is_store_fault(error):
                 log.error("poll failed", exc_info=error)
             self.poller.forget()
             await self.link.shielded(self.link.drop())
@@ -165,6 +165,9 @@ class MainScreen(ActingScreen):
             # A first read of the newest runs only (Snapshot.partial): the rest comes right after the first paint.
             self.schedule.finished(ok=True, soon=snap.partial)
             self._apply(snap)
+        if not self.polls:
+            # Whatever it showed (rows, or why there are none) is drawn: the full store may load.
+            self.call_after_refresh(self.link.first_frame.set)
         self.polls += 1
 
     def _fail(self, exc: BaseException) -> None:
@@ -347,6 +350,8 @@ class MainScreen(ActingScreen):
 
     async def _read_detail(self, key: str):
         store = await self.link.get()
+        # Loaded with the store (SQLAlchemy): the first frame needs none of them.
+        from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
 
         def read(conn):
             job = get_job(conn, key)

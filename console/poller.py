@@ -33,10 +33,12 @@ from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
 from swarmkit.runtime.report import clock_warning
-from swarmkit.store import ACTIVE_STATUSES, RUNNING, STORE_FAULTS, Store
 from swarmkit.store.clock import store_now
 from swarmkit.store.engine import connect
-from swarmkit.store.queries import (
+
+# Written against named statements (store/reads.py): the first poll runs them on a lite store,
+# before SQLAlchemy is loaded (first paint; issue 12).
+from swarmkit.store.reads import (
     ChangeMarker,
     change_marker,
     count_live_workers,
@@ -47,13 +49,13 @@ from swarmkit.store.queries import (
     lease_expired,
     list_jobs,
     running_active_since,
-    shown_running_counts,
     skewed_workers,
     updated_between,
 )
 from swarmkit.store.records import OVERDUE, STALL_AFTER, JobRecord
+from swarmkit.store.statuses import ACTIVE_STATUSES, RUNNING
 
-from .store_link import StoreLink
+from .store_link import PollStore, StoreLink
 
 log = logging.getLogger("swarmkit.console")
 
@@ -208,9 +210,12 @@ class Poller:
             return await self._poll(show_ended, text_filter)
 
     async def _poll(self, show_ended: bool, text_filter: str | None) -> Snapshot:
-        store = await self.link.get()
-        await store.keep_time()
         text_filter = (text_filter or "").strip() or None
+        # The first read (of the newest, unfiltered) may come through a lite store: the first
+        # frame waits for no SQLAlchemy. A filter is built with it.
+        peek = not self._peeked and text_filter is None
+        store = await (self.link.first() if peek else self.link.get())
+        await store.keep_time()
         lost_check = None
         plan = self._plan(text_filter)
         read_at = store_now()
@@ -218,6 +223,7 @@ class Poller:
         if got.lease_expired:
             # Imported when first needed: the console's first frame needs none of the acts' code.
             from swarmkit.runtime import control
+            from swarmkit.store import STORE_FAULTS
 
             try:
                 await control.mark_lost(store, self.lease_s)
@@ -287,10 +293,10 @@ class Poller:
             window_after=self._window_after if unfiltered else None,
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
-            peek=not self._peeked and text_filter is None,
+            peek=not self._peeked and text_filter is None,  # as in _poll
         )
 
-    async def _read(self, store: Store, plan: _Plan) -> _Read:
+    async def _read(self, store: PollStore, plan: _Plan) -> _Read:
         if store.loc.is_sqlite:
             # A deferred BEGIN: every statement reads the same snapshot.
             return await store.run_read(lambda conn: self._tx(conn, plan))
@@ -341,6 +347,8 @@ class Poller:
                 got.partial = active < marker.active or len(got.rows) - active >= min(PEEK, self.ended_bound)
             got.counts = current_counts(conn, plan.now - self.linger)
             if plan.text_filter is not None:
+                from swarmkit.store.queries import shown_running_counts  # built with SQLAlchemy, as a filter is
+
                 got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
         elif plan.event_since is not None:
             got.running = running_active_since(conn, plan.event_since)

@@ -5,15 +5,23 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable
+from importlib import import_module
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from swarmkit.runtime.settings import application_name
-from swarmkit.store import Store, StoreError, StoreLocation, resolve_store
+from swarmkit.store.engine import StoreError, StoreLocation, resolve_store
+from swarmkit.store.lite import LiteStore, lite_location
+from swarmkit.store.lite import SqliteFile as _SqliteFile
 
 from .run_views import shown_store
 
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+
 T = TypeVar("T")
+# What the poller reads through: the first poll's lite store, or the store itself.
+PollStore: TypeAlias = "Store | LiteStore"
 
 
 class StoreLink:
@@ -23,11 +31,24 @@ class StoreLink:
     its own loop) and disposed by `close()` on unmount. A console never
     creates a SQLite store: a mistyped path says "no store" instead of showing
     a brand-new empty one.
+
+    On a plain SQLite file the first poll reads through a lite store
+    (`first()`, store/lite.py: sqlite3 alone, its statements compiled ahead):
+    SQLAlchemy, a third of the console's start-up, loads after the first frame,
+    in a thread, while the table is already on screen (issue 12).
     """
 
     def __init__(self, store: str | None, workspace: str | os.PathLike | None):
-        self.loc: StoreLocation = resolve_store(store, workspace)
+        self._where = (store, workspace)
+        # A plain SQLite file is found without SQLAlchemy (its URL type loads all of it).
+        self.loc: StoreLocation = lite_location(store, workspace) or resolve_store(store, workspace)
         self._store: Store | None = None
+        self._lite: LiteStore | None = None
+        self._lite_used = False
+        self._opening = asyncio.Lock()
+        # Set by an owner that draws: SQLAlchemy loads only once the lite store's rows are on
+        # screen (it costs the loop nothing then; before, it would share the GIL with the first frame).
+        self.first_frame: asyncio.Event | None = None
         # The schema is checked (and migrated) at the first open only; a
         # reopen after a fault must not recreate a store someone removed.
         self._checked = False
@@ -57,7 +78,32 @@ class StoreLink:
             raise StoreError(f"cannot reach the store {path}: {exc.strerror or exc}") from None
         return st.st_dev, st.st_ino
 
+    async def first(self) -> PollStore:
+        """The store for the first poll: a lite one on a plain SQLite file (once), else `get()`."""
+        if self._lite_used or self._store is not None or not isinstance(self.loc.url, _SqliteFile):
+            return await self.get()
+        self._lite_used = True
+        self._stat()
+        lite = await LiteStore.open(self.loc)
+        self._file_id = self._stat()
+        self.stale_warning = lite.loc.stale_warning
+        self._lite = lite
+        return lite
+
     async def get(self) -> Store:
+        async with self._opening:  # a poll and an act asking at once open one store, not two
+            return await self._get()
+
+    async def _get(self) -> Store:
+        if self._lite is not None:
+            if self.first_frame is not None:
+                await self.first_frame.wait()
+            lite, self._lite = self._lite, None
+            await lite.close()
+        if isinstance(self.loc.url, _SqliteFile):
+            # SQLAlchemy, in a thread: the loop goes on drawing and reading keys while it loads.
+            await asyncio.to_thread(import_module, "swarmkit.store.store")
+            self.loc = resolve_store(*self._where)
         if self._store is not None and self.sqlite_path is not None:
             try:
                 same = self._stat() == self._file_id
@@ -71,6 +117,8 @@ class StoreLink:
         if self._store is None:
             if self.sqlite_path is not None:
                 self._stat()
+            from swarmkit.store import Store
+
             # One connection on PostgreSQL: polls and acts take turns on it.
             store = await Store.open(loc=self.loc, create=False, upgrade=False, migrate=not self._checked, application_name=application_name("console"))
             self._checked = True
@@ -100,6 +148,9 @@ class StoreLink:
             task.exception()  # retrieved: a caller that went away does not want it
 
     async def drop(self) -> None:
+        if self._lite is not None:
+            lite, self._lite = self._lite, None
+            await lite.close()
         store, self._store = self._store, None
         if store is not None:
             try:
@@ -109,6 +160,8 @@ class StoreLink:
 
     async def close(self) -> None:
         self._closed = True
+        if self.first_frame is not None:
+            self.first_frame.set()  # nothing waits for a frame that will not come
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=15)
         await self.drop()

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from swarmkit.runtime.run_columns import usual
-from swarmkit.store.queries import node_durations
+from swarmkit.store.reads import node_durations
 from swarmkit.store.records import JobRecord
 
 KEEP_S = 60.0

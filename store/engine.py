@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -45,6 +46,15 @@ class StoreError(Exception):
 
 class StoreUrlError(StoreError):
     pass
+
+
+def is_store_fault(exc: BaseException) -> bool:
+    """`isinstance(exc, store.STORE_FAULTS)`, without loading SQLAlchemy for it: an error raised
+    before SQLAlchemy loaded is none of its own (the console's first poll runs without it)."""
+    if isinstance(exc, (StoreError, OSError, sqlite3.Error)):
+        return True
+    sa = sys.modules.get("sqlalchemy.exc")
+    return sa is not None and isinstance(exc, (sa.OperationalError, sa.DBAPIError))
 
 
 MASK = "***"

@@ -7,8 +7,6 @@ open `AsyncConnection` through `await conn.run_sync(query, ...)`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, LargeBinary, and_, bindparam, case, cast, func, literal, select, type_coerce
@@ -16,7 +14,6 @@ from sqlalchemy import Connection, LargeBinary, and_, bindparam, case, cast, fun
 from . import clock
 from .clock import store_now
 from .models import (
-    ACTIVE_STATUSES,
     RUNNING,
     UTCDateTime,
     audit,
@@ -27,14 +24,30 @@ from .models import (
 )
 
 # The reads of a one-shot verb live in store/reads.py (no SQLAlchemy there); here beside the others.
-from .reads import _job, get_job, jobs_by_prefix, list_jobs, node_durations, skewed_workers, workspaces_for  # noqa: F401
+from .reads import (  # noqa: F401
+    ChangeMarker,
+    _job,
+    change_marker,
+    count_live_workers,
+    current_counts,
+    get_job,
+    get_jobs,
+    jobs_by_prefix,
+    jobs_changed_after,
+    lease_expired,
+    list_jobs,
+    node_durations,
+    running_active_since,
+    skewed_workers,
+    updated_between,
+    workspaces_for,
+)
 from .records import (
     OVERDUE,
     STALL_AFTER,
     AuditRecord,
     CheckpointRecord,
     EventRecord,
-    JobRecord,
     WorkerRecord,
     audit_detail,
 )
@@ -82,76 +95,6 @@ def list_jobs_stmts(include_ended: bool, ended_limit: int, text_filter: str | No
             .limit(ended_limit)
         )
     return stmts
-
-
-@dataclass(frozen=True)
-class ChangeMarker:
-    """A cheap answer to "did anything change?", read in one statement from two indexes.
-
-    `latest`: the newest `updated_at` (an index-only max). Every transition and
-    every node boundary moves it. Deleted rows and rows written by a writer
-    whose clock lags do not, so two counts come along: `active`, the rows in an
-    active status (a range of the status index, a few thousand entries at
-    most), and `window`, the rows updated after `window_after` (a range of the
-    updated_at index; the console passes the oldest ended run it shows). A
-    reader that holds every active run and every run updated after the window
-    compares both counts with what it holds. Neither counts the whole table:
-    `count(*)` over 100,000 rows costs milliseconds on both stores.
-    """
-
-    latest: datetime | None
-    active: int
-    window: int
-    window_after: datetime | None = None
-
-
-_W = bindparam("b_window_after", type_=UTCDateTime())
-_MARKER_LATEST = select(func.max(jobs.c.updated_at)).scalar_subquery()
-_MARKER_ACTIVE = select(func.count()).select_from(jobs).where(jobs.c.status.in_(_ACTIVE)).scalar_subquery()
-_MARKER_WINDOW = select(func.count()).select_from(jobs).where(jobs.c.updated_at > _W).scalar_subquery()
-_MARKER = select(_MARKER_LATEST, _MARKER_ACTIVE)
-_MARKER_W = select(_MARKER_LATEST, _MARKER_ACTIVE, _MARKER_WINDOW)
-
-
-def _marker(row, window_after: datetime | None) -> ChangeMarker:
-    latest = row[0]
-    if isinstance(latest, str):
-        latest = UTCDateTime().process_result_value(datetime.fromisoformat(latest), None)
-    return ChangeMarker(latest, int(row[1]), int(row[2]) if window_after is not None else 0, window_after)
-
-
-def change_marker(conn: Connection, window_after: datetime | None = None) -> ChangeMarker:
-    if window_after is None:
-        return _marker(conn.execute(_MARKER).one(), None)
-    return _marker(conn.execute(_MARKER_W, {"b_window_after": window_after}).one(), window_after)
-
-
-_CHANGED_AFTER = select(*_JOB_COLS).where(jobs.c.updated_at > bindparam("b_after", type_=UTCDateTime())).order_by(jobs.c.updated_at)
-_UPDATED_BETWEEN = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at")).where(
-    jobs.c.updated_at >= bindparam("b_from", type_=UTCDateTime()), jobs.c.updated_at <= bindparam("b_to", type_=UTCDateTime())
-)
-_GET_JOBS = select(*_JOB_COLS).where(jobs.c.id.in_(bindparam("b_ids", expanding=True)))
-
-
-
-def jobs_changed_after(conn: Connection, after: datetime) -> list[JobRecord]:
-    """Rows updated strictly after `after` (the newest update a reader saw last time)."""
-    return [_job(r) for r in conn.execute(_CHANGED_AFTER, {"b_after": after})]
-
-
-def updated_between(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, datetime]]:
-    """(id, updated_at) of the rows updated in [start, end]: a narrow read of the updated_at index's range.
-
-    A reader that already holds most of them fetches whole rows only for the
-    ones whose update it has not seen (a write that committed late, or came
-    from a host whose clock lags).
-    """
-    return [(r[0], r[1]) for r in conn.execute(_UPDATED_BETWEEN, {"b_from": start, "b_to": end})]
-
-
-def get_jobs(conn: Connection, ids: Iterable[str]) -> list[JobRecord]:
-    ids = list(ids)
-    return [_job(r) for r in conn.execute(_GET_JOBS, {"b_ids": ids})] if ids else []
 
 
 _EVENT_FIELDS = tuple(EventRecord.__dataclass_fields__)
@@ -260,27 +203,6 @@ def status_counts(conn: Connection) -> dict[str, int]:
     return {status: int(n) for status, n in conn.execute(_STATUS_COUNTS)}
 
 
-_ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(sorted(ACTIVE_STATUSES))).group_by(jobs.c.status)
-# Counted here, not by GROUP BY: grouping makes SQLite walk the status index instead of the updated_at range.
-_ENDED_SINCE = select(jobs.c.status).where(jobs.c.updated_at >= bindparam("since", type_=UTCDateTime), jobs.c.status.not_in(sorted(ACTIVE_STATUSES)))
-
-
-def current_counts(conn: Connection, ended_since: datetime) -> dict[str, int]:
-    """The active statuses and their counts, and the runs that ended since `ended_since`, by status.
-
-    Neither walks the history: the active rows are a range of the status index
-    each (what is active, at any size of store), and an ended run's last update
-    is its end, so the recent ones are a range of the `updated_at` index. The
-    console's header counts these (`status_counts` walked every run: 111 ms at
-    a million, at first paint and every full read; issue 12).
-    """
-    counts = {status: int(n) for status, n in conn.execute(_ACTIVE_COUNTS)}
-    for (status,) in conn.execute(_ENDED_SINCE, {"since": ended_since}):
-        counts[status] = counts.get(status, 0) + 1
-    return counts
-
-
-
 # --- Added for the operator console (read-only) -------------------------------
 
 
@@ -305,38 +227,3 @@ def count_events_between(conn: Connection, job_id: str, from_id: int, before_id:
         .subquery()
     )
     return int(conn.scalar(select(func.count()).select_from(inner)) or 0)
-
-
-# --- For the console's poll, run whole inside `Store.run_read` ----------------
-# (on SQLite: one thread hop per poll instead of one per statement).
-
-_LEASE_EXPIRED = {
-    sqlite: select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, sqlite)).limit(1) for sqlite in (False, True)
-}
-_RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(
-    jobs.c.status == RUNNING, jobs.c.last_event_at > bindparam("b_since", type_=UTCDateTime())
-)
-_LIVE_WORKERS = {
-    sqlite: select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite))
-    for sqlite in (False, True)
-}
-
-
-def lease_expired(conn: Connection, lease_s: float) -> bool:
-    """Is any running row's heartbeat older than the lease? (What `control.mark_lost` would mark.)"""
-    sqlite = conn.dialect.name == "sqlite"
-    return conn.execute(_LEASE_EXPIRED[sqlite], clock.age_params(lease_s, sqlite)).first() is not None
-
-
-def running_active_since(conn: Connection, since: datetime) -> list[JobRecord]:
-    """Running rows whose `last_event_at` moved past `since`: log lines and
-    heartbeats do not touch `updated_at`, and the shown statuses (stalled)
-    and the last-work column are derived from it. (A pass over the running
-    rows in SQL, ~0.2 ms at 1,000 of them; not indexed, see migration 0002.)"""
-    return [_job(r) for r in conn.execute(_RUNNING_ACTIVE_SINCE, {"b_since": since})]
-
-
-
-def count_live_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> int:
-    sqlite = conn.dialect.name == "sqlite"
-    return int(conn.execute(_LIVE_WORKERS[sqlite], clock.age_params(lease_s, sqlite, now)).scalar() or 0)

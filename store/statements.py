@@ -110,6 +110,34 @@ def _skew(sqlite: bool):
 WORKER_SKEW = _skew(False)
 WORKER_SKEW_SQLITE = _skew(True)
 
+# --- the console's poll (console/poller.py): each a range of an index, never the history --
+
+# Its first read: the newest screenful of active runs (then ENDED_JOBS), shown before the rest is read.
+ACTIVE_JOBS_NEWEST = ACTIVE_JOBS.limit(bindparam("b_limit"))
+# The change marker (store.reads.ChangeMarker): the newest update, the active rows, and the
+# rows updated after a window's start (the oldest ended run the console holds).
+_LATEST = select(func.max(jobs.c.updated_at)).scalar_subquery()
+_N_ACTIVE = select(func.count()).select_from(jobs).where(jobs.c.status.in_(_ACTIVE)).scalar_subquery()
+_N_WINDOW = (
+    select(func.count()).select_from(jobs).where(jobs.c.updated_at > bindparam("b_window_after", type_=UTCDateTime())).scalar_subquery()
+)
+CHANGE_MARKER = select(_LATEST, _N_ACTIVE)
+CHANGE_MARKER_WINDOW = select(_LATEST, _N_ACTIVE, _N_WINDOW)
+CHANGED_AFTER = select(*_JOB_COLS).where(jobs.c.updated_at > bindparam("b_after", type_=UTCDateTime())).order_by(jobs.c.updated_at)
+UPDATED_BETWEEN = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at")).where(
+    jobs.c.updated_at >= bindparam("b_from", type_=UTCDateTime()), jobs.c.updated_at <= bindparam("b_to", type_=UTCDateTime())
+)
+GET_JOBS = select(*_JOB_COLS).where(jobs.c.id.in_(bindparam("b_ids", expanding=True)))
+# Log lines and heartbeats move last_event_at, not updated_at (a pass over the running rows).
+RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(jobs.c.status == RUNNING, jobs.c.last_event_at > bindparam("b_since", type_=UTCDateTime()))
+ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(_ACTIVE)).group_by(jobs.c.status)
+# Counted by the reader, not by GROUP BY: grouping makes SQLite walk the status index instead of the updated_at range.
+ENDED_SINCE = select(jobs.c.status).where(jobs.c.updated_at >= bindparam("b_since", type_=UTCDateTime()), jobs.c.status.not_in(_ACTIVE))
+LEASE_EXPIRED = select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, False)).limit(1)
+LEASE_EXPIRED_SQLITE = select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, True)).limit(1)
+LIVE_WORKERS = select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, False))
+LIVE_WORKERS_SQLITE = select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, True))
+
 # --- a node's usual duration: a flow's newest runs (ix_jobs_flow_created), then their
 # boundaries of one node (ix_events_node_bounds, partial: no log line is visited) --------
 

@@ -96,3 +96,68 @@ def test_each_verb_parses_with_its_part_of_the_parser_alone():
         alone = verbs(build_parser(only=name))
         assert name in alone and len(alone) < len(whole), name
         assert alone[name].format_help() == full.format_help(), name
+
+
+# Run in a fresh interpreter: which SQLAlchemy modules are loaded when the run table first
+# paints rows, and how many rows it holds once the full store has read everything.
+_FIRST_FRAME = r'''
+import asyncio, json, sys
+from swarmkit.widgets.run_table import RunTable
+
+seen = {}
+render_line = RunTable.render_line
+
+def spy(self, y):
+    if self.row_count and "first" not in seen:
+        seen["first"] = sorted(m for m in sys.modules if m.split(".")[0] == "sqlalchemy")
+        seen["rows"] = self.row_count
+    return render_line(self, y)
+
+RunTable.render_line = spy
+from swarmkit.console.app import make_app
+
+async def main():
+    app = make_app(sys.argv[1], sys.argv[2])
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.screen.query_one(RunTable)
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if table.row_count >= int(sys.argv[3]):
+                break
+        seen["rows_after"] = table.row_count
+        seen["loaded_after"] = "sqlalchemy" in sys.modules
+
+asyncio.run(main())
+print(json.dumps(seen))
+'''
+
+
+async def test_the_consoles_first_frame_on_sqlite_loads_no_sqlalchemy_and_the_rest_follows(sqlite_url: str, workspace: Path):
+    """SQLAlchemy is a third of the console's start-up (bench/console_render.py): the first poll
+    runs through a lite store, and the full store opens once those rows are on screen."""
+    import json
+    from datetime import timedelta
+
+    from sqlalchemy import insert
+
+    from swarmkit.console.poller import PEEK
+    from swarmkit.store import Store
+    from swarmkit.store.clock import store_now
+    from swarmkit.store.models import jobs
+
+    now = store_now()
+    n = PEEK + 50  # more than the first read takes: the second must read the rest
+    rows = [dict(id=f"{i:032x}", flow="bulk", flow_source="", inputs="{}", status="queued", created_at=now - timedelta(seconds=i),
+                 updated_at=now - timedelta(seconds=i), cancel_keep=False, epoch=0, step=0, steps=1, tokens=0, cost=0.0) for i in range(n)]
+    store = await Store.open(sqlite_url, workspace)
+    try:
+        async with store.write() as conn:
+            await conn.execute(insert(jobs), rows)
+    finally:
+        await store.close()
+    proc = subprocess.run([sys.executable, "-c", _FIRST_FRAME, sqlite_url, str(workspace), str(n)], cwd=workspace, env=child_env(),
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["first"] == [] and seen["rows"] >= 1, seen
+    assert seen["rows_after"] == n and seen["loaded_after"], seen

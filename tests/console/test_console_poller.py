@@ -212,14 +212,14 @@ def test_the_counts_read_index_ranges_not_every_run(sqlite_url, workspace):
     """SQLite's own plan for the header's counts: a search of an index, never a scan of the table or of an index."""
     import asyncio
 
-    from swarmkit.store.queries import _ACTIVE_COUNTS, _ENDED_SINCE
+    from swarmkit.store.statements import ACTIVE_COUNTS, ENDED_SINCE
 
     async def plans() -> list[str]:
         store = await Store.open(sqlite_url, workspace)
         try:
             async with store.read() as conn:
                 out = []
-                for stmt in (_ACTIVE_COUNTS, _ENDED_SINCE):
+                for stmt in (ACTIVE_COUNTS, ENDED_SINCE):
                     sql = str(stmt.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
                     out += [row[-1] for row in (await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)).all()]
                 return out
