@@ -309,6 +309,9 @@ def is_transient(exc: BaseException) -> bool:
     """
     from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+    if type(exc) is StoreError and exc.__cause__ is not None:
+        # What an open that failed says (describe_db_error), over the fault itself: judged by that fault.
+        return is_transient(exc.__cause__)
     code = _sqlstate(exc)
     if code is not None and code.startswith(_TRANSIENT_SQLSTATES):
         return True

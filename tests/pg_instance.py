@@ -70,6 +70,13 @@ class PgInstance:
         self._ctl("restart", "-m", "fast")
         return time.monotonic() - t0
 
+    def down(self) -> None:
+        """Stop the server (fast) and leave it down, until `up()`."""
+        self._ctl("stop", "-m", "fast")
+
+    def up(self) -> None:
+        self._ctl("start")
+
     def away_for(self, seconds: float) -> float:
         """Stop the server (fast), leave it down for `seconds`, start it: an outage longer than a restart."""
         t0 = time.monotonic()

@@ -173,6 +173,29 @@ def own_pg():
         inst.stop()
 
 
+def test_a_tail_started_while_the_server_is_away_follows_once_it_is_back(own_pg: PgInstance, tmp_path: Path):
+    """`logs -f` rides out a store that is away from its start (a server restarting as it is typed), not
+    only once it follows; a store that stays away is said in the end, as for any verb."""
+    cli = Cli(own_pg.url, tmp_path)
+    flow = write_flow(tmp_path, "hello", 'name = "hello"\n[[agents]]\nname = "say"\ncommand = "echo hello there"\n')
+    cli.run("db", "upgrade", check=True)
+    rid = cli.run("run", str(flow), "--detach", check=True).stdout.strip()
+    own_pg.down()
+    follow = cli.start("logs", "-f", rid)
+    worker = None
+    try:
+        time.sleep(4.0)
+        assert follow.poll() is None, follow.communicate()[1][-1500:]  # still waiting for the store, not failed
+        own_pg.up()
+        worker = cli.start("worker")
+        tail, tail_err = follow.communicate(timeout=90)
+        assert follow.returncode == 0, tail_err[-1500:]
+        assert "say | hello there" in tail and f"-- {rid[:8]} is completed --" in tail, tail[-1500:]
+        assert "cannot reach the store" in tail_err and "trying again" in tail_err, tail_err[-1500:]
+    finally:
+        _stop(follow, *([worker] if worker else []))
+
+
 def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInstance, tmp_path: Path):
     """`pg_ctl restart -m fast`, then the server away for 3 s, under a worker hosting four runs: every run
     completes, none faulted or lost."""

@@ -116,11 +116,44 @@ def run_and_workspace(args, name: str) -> str | None:
     return run_ref
 
 
+# How long `logs -f` and `status --watch` wait for a store that is away when they start (a
+# server restarting): past it, the error is said, as for any verb (a wrong host must not hang).
+OPEN_RIDE_OUT_S = 30.0
+
+
 async def open_store(args) -> Store:
-    store = await _open(args)
+    store = await _opened(args)
     if store.loc.stale_warning:
         err(f"{store.loc.display}: {store.loc.stale_warning}")
     return store
+
+
+async def _opened(args) -> Store:
+    """`_open`; for a verb that follows (`logs -f`, `status --watch`), again after a transient fault, for a while."""
+    if not (getattr(args, "follow", False) or getattr(args, "watch", False)):
+        return await _open(args)
+    import asyncio
+    import time
+
+    from swarmkit.store.engine import is_store_fault
+
+    deadline = time.monotonic() + OPEN_RIDE_OUT_S
+    delay, said = 0.3, False
+    while True:
+        try:
+            return await _open(args)
+        except Exception as exc:
+            if not is_store_fault(exc) or time.monotonic() >= deadline:
+                raise
+            from swarmkit.store import is_transient
+
+            if not is_transient(exc):
+                raise
+            if not said:
+                err(f"cannot reach the store ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); trying again")
+                said = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 async def _open(args) -> Store:
