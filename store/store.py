@@ -310,7 +310,10 @@ def is_transient(exc: BaseException) -> bool:
     from sqlalchemy.exc import IntegrityError, ProgrammingError
 
     if type(exc) is StoreError and exc.__cause__ is not None:
-        # What an open that failed says (describe_db_error), over the fault itself: judged by that fault.
+        # What an open that failed says (describe_db_error), over the fault itself: judged by that
+        # fault, but a refusal for good (28: credentials, 3D: no such database) is never retried.
+        if (_sqlstate(exc.__cause__) or "").startswith(("28", "3D")):
+            return False
         return is_transient(exc.__cause__)
     code = _sqlstate(exc)
     if code is not None and code.startswith(_TRANSIENT_SQLSTATES):
