@@ -85,7 +85,11 @@ class StoreLink:
         self._lite_used = True
         self._stat()
         lite = await LiteStore.open(self.loc)
-        self._file_id = self._stat()
+        try:
+            self._file_id = self._stat()
+        except BaseException:
+            await lite.close()
+            raise
         self.stale_warning = lite.loc.stale_warning
         self._lite = lite
         return lite
@@ -95,14 +99,18 @@ class StoreLink:
             return await self._get()
 
     async def _get(self) -> Store:
-        if self._lite is not None:
-            if self.first_frame is not None:
-                await self.first_frame.wait()
+        if self._lite is not None and self.first_frame is not None:
+            await self.first_frame.wait()
+        if self._closed:
+            raise StoreError("the console is closing")
+        if self._lite is not None:  # again: a failed first poll may have dropped it meanwhile
             lite, self._lite = self._lite, None
             await lite.close()
         if isinstance(self.loc.url, _SqliteFile):
             # SQLAlchemy, in a thread: the loop goes on drawing and reading keys while it loads.
             await asyncio.to_thread(import_module, "swarmkit.store.store")
+            if self._closed:
+                raise StoreError("the console is closing")
             self.loc = resolve_store(*self._where)
         if self._store is not None and self.sqlite_path is not None:
             try:

@@ -54,7 +54,8 @@ def is_store_fault(exc: BaseException) -> bool:
     if isinstance(exc, (StoreError, OSError, sqlite3.Error)):
         return True
     sa = sys.modules.get("sqlalchemy.exc")
-    return sa is not None and isinstance(exc, (sa.OperationalError, sa.DBAPIError))
+    # getattr: the module may be half-loaded, by the thread that imports SQLAlchemy after the first frame.
+    return sa is not None and isinstance(exc, (getattr(sa, "OperationalError", ()), getattr(sa, "DBAPIError", ())))
 
 
 MASK = "***"

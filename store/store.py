@@ -312,7 +312,11 @@ def is_transient(exc: BaseException) -> bool:
     if type(exc) is StoreError and exc.__cause__ is not None:
         # What an open that failed says (describe_db_error), over the fault itself: judged by that
         # fault, but a refusal for good (28: credentials, 3D: no such database) is never retried.
-        if (_sqlstate(exc.__cause__) or "").startswith(("28", "3D")):
+        cause = exc.__cause__
+        if (_sqlstate(cause) or "").startswith(("28", "3D")):
+            return False
+        # A SQLite file that cannot be opened or written (permissions, a read-only folder) stays so.
+        if isinstance(cause, (sqlite3.Error, PermissionError, FileNotFoundError)) or isinstance(getattr(cause, "orig", None), sqlite3.Error):
             return False
         return is_transient(exc.__cause__)
     code = _sqlstate(exc)
