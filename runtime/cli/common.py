@@ -19,6 +19,9 @@ from ..exit_code import ExitCode
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import timedelta
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
     from swarmkit.store import Store
 
@@ -128,32 +131,42 @@ async def open_store(args) -> Store:
     return store
 
 
-async def _opened(args) -> Store:
-    """`_open`; for a verb that follows (`logs -f`, `status --watch`), again after a transient fault, for a while."""
-    if not (getattr(args, "follow", False) or getattr(args, "watch", False)):
-        return await _open(args)
+async def riding_out(read: Callable[[], Awaitable[T]], say: Callable[[BaseException], str], for_s: float | None = None) -> T:
+    """`read()`, again after each transient store fault (said once, `say(fault)`, on stderr), with a
+    pause that doubles up to 5 s; for ever, or for `for_s` seconds, after which the fault is raised."""
     import asyncio
     import time
 
     from swarmkit.store.engine import is_store_fault
 
-    deadline = time.monotonic() + OPEN_RIDE_OUT_S
+    deadline = None if for_s is None else time.monotonic() + for_s
     delay, said = 0.3, False
     while True:
         try:
-            return await _open(args)
+            return await read()
         except Exception as exc:
-            if not is_store_fault(exc) or time.monotonic() >= deadline:
+            if not is_store_fault(exc) or (deadline is not None and time.monotonic() >= deadline):
                 raise
             from swarmkit.store import is_transient
 
             if not is_transient(exc):
                 raise
             if not said:
-                err(f"cannot reach the store ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); trying again")
+                err(say(exc))
                 said = True
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+
+async def _opened(args) -> Store:
+    """`_open`; for a verb that follows (`logs -f`, `status --watch`), again after a transient fault, for a while."""
+    if not (getattr(args, "follow", False) or getattr(args, "watch", False)):
+        return await _open(args)
+    return await riding_out(
+        lambda: _open(args),
+        lambda exc: f"cannot reach the store ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); trying again",
+        OPEN_RIDE_OUT_S,
+    )
 
 
 async def _open(args) -> Store:

@@ -91,22 +91,13 @@ async def cmd_logs(args) -> int:
 
 async def _riding_out(args, store: Store, read):
     """`read()`, again after a transient fault when following (-f rides out a store that is away); once otherwise."""
-    import asyncio
+    if not args.follow:
+        return await read()
+    from swarmkit.store import describe_db_error
 
-    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
+    from .common import riding_out
 
-    delay, said = 0.3, False
-    while True:
-        try:
-            return await read()
-        except STORE_FAULTS as exc:
-            if not args.follow or not is_transient(exc):
-                raise
-            if not said:
-                err(f"lost the store ({describe_db_error(exc, store.loc)}); trying again")
-                said = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+    return await riding_out(read, lambda exc: f"lost the store ({describe_db_error(exc, store.loc)}); trying again")
 
 
 async def _last_id(store: Store, job_id: str) -> int:
