@@ -77,6 +77,20 @@ def header(title: str) -> None:
     print(f"{title}\n  ({loadavg()}; python {sys.version.split()[0]})", flush=True)
 
 
+PACKAGES = ("console", "runtime", "store", "widgets")
+
+
+def compile_tree() -> None:
+    """Write the tree's .pyc files, so a console or CLI started by a benchmark runs from
+    bytecode, as an installed package does. With PYTHONDONTWRITEBYTECODE set (CI and this
+    project's sandbox set it) no run writes them, and each start would compile every module
+    of ours again: 80 ms of a console's first paint, measured on 2026-12-02."""
+    import compileall
+
+    for pkg in PACKAGES:
+        compileall.compile_dir(str(ROOT / pkg), quiet=1)
+
+
 def timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
     fn()

@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING
 
 from textual.binding import Binding
 
-from swarmkit.runtime import control
-from swarmkit.runtime.control import ActResult
 from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from swarmkit.runtime.control import ActResult
     from swarmkit.store import Store
+
+def _control() -> ModuleType:
+    # Imported at the first act, not with the console: its first frame needs none of it.
+    from swarmkit.runtime import control
+
+    return control
+
 
 # The runs a cancel can still end.
 _CANCELLABLE = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
@@ -55,25 +63,25 @@ class Act:
 ACTS: tuple[Act, ...] = (
     Act("stop", "s", "Stop", "Stop run", "stop the run at its next agent boundary (resumable)",
         frozenset({RUNNING, QUEUED}), frozenset(), "stopped",
-        lambda store, run, actor: control.stop(store, run, actor=actor)),
+        lambda store, run, actor: _control().stop(store, run, actor=actor)),
     Act("stop_now", "S", "Stop now", "Stop run now", "stop now: interrupt the agent in flight; its node runs again on resume (asks first)",
         frozenset({RUNNING}), frozenset({RUNNING}), "stopped",
-        lambda store, run, actor: control.stop(store, run, actor=actor, now=True),
+        lambda store, run, actor: _control().stop(store, run, actor=actor, now=True),
         "Stop run {run} now?", "Stop now interrupts the agent in flight: its work in flight is lost, and {them} park before that node, which runs again from its start on resume."),
     Act("resume", "r", "Resume", "Resume run", "queue a stopped, deferred or lost run again (deferred: approves its gate, asks first)",
         RESUMABLE_STATUSES, frozenset({DEFERRED}), "resumed",
-        lambda store, run, actor: control.resume(store, run, actor=actor),
+        lambda store, run, actor: _control().resume(store, run, actor=actor),
         "Resume run {run}, approving its gate?", "Resuming lets {them} past the gate: a worker runs the gated agent next."),
     Act("approve", "a", "Approve", "Approve run", "approve the gate a deferred run waits at (asks first)",
         frozenset({DEFERRED}), frozenset({DEFERRED}), "approved",
-        lambda store, run, actor: control.approve(store, run, actor=actor),
+        lambda store, run, actor: _control().approve(store, run, actor=actor),
         "Approve the gate of run {run}?", "Approving lets {them} past the gate: a worker runs the gated agent next."),
     Act("cancel", "c", "Cancel", "Cancel run", "end the run for good and destroy its workspaces (asks first)",
         _CANCELLABLE, _CANCELLABLE, CANCELLED,
-        lambda store, run, actor: control.cancel(store, run, keep=False, actor=actor)),
+        lambda store, run, actor: _control().cancel(store, run, keep=False, actor=actor)),
     Act("cancel_keep", "C", "Cancel+keep", "Cancel run, keep workspaces", "end the run for good, keeping its workspaces (asks first)",
         _CANCELLABLE, _CANCELLABLE, "cancelled (workspaces kept)",
-        lambda store, run, actor: control.cancel(store, run, keep=True, actor=actor), keep=True),
+        lambda store, run, actor: _control().cancel(store, run, keep=True, actor=actor), keep=True),
 )
 ACT_BY_VERB = {act.verb: act for act in ACTS}
 ACT_BY_ACTION = {act.action: act for act in ACTS}

@@ -10,16 +10,18 @@ import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from swarmkit.runtime.control import UNLOADABLE
 from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
 from swarmkit.runtime.steps import step_words
 from swarmkit.store import StoreLocation
-from swarmkit.store.records import AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
-from swarmkit.widgets.log_tail import LogLine
+from swarmkit.store.records import UNLOADABLE, AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
 from swarmkit.widgets.run_detail import DetailSection, RunDetailData
 from swarmkit.widgets.run_row import RunRow
 from swarmkit.widgets.safe_text import safe
+
+if TYPE_CHECKING:
+    from swarmkit.widgets.log_tail import LogLine
 
 
 def ago(now: datetime, then: datetime | None) -> str:
@@ -172,6 +174,8 @@ def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ..
 
 
 def log_line(ev: EventRecord) -> LogLine:
+    from swarmkit.widgets.log_tail import LogLine  # with the log screen: the first frame needs none of it
+
     t = clock_time(ev.at)
     node = ev.node or ""
     if ev.kind == "log":

@@ -22,7 +22,7 @@ from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, connect, masked
 from swarmkit.store.named import S
 from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
-from swarmkit.store.records import JobRecord
+from swarmkit.store.records import UNLOADABLE, JobRecord
 from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 
 from .errors import AmbiguousRun, FlowError, RunNotFound
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 # The exit codes the CLI gives for an act's result: the one ExitCode list.
 DONE, REFUSED, USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 _RETRIES = 20
-UNLOADABLE = "run.unloadable"
 # How many runs a worker cannot load it looks past, at most, to find one it can.
 _UNLOADABLE_WINDOW = 1000
 

@@ -124,6 +124,11 @@ class JobRecord:
 JOB_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(JobRecord))
 
 
+# The event a worker records on a run it cannot load (its flow is gone or broken): the
+# detail pane lists them.
+UNLOADABLE = "run.unloadable"
+
+
 @dataclass(frozen=True)
 class EventRecord:
     id: int

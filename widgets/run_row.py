@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import cached_property
 
+from rich.cells import cell_len
 from rich.text import Text
 
-from .safe_text import safe_text
+from .safe_text import safe, safe_text
 from .status_look import STATUS_ORDER, status_text
 
 
@@ -72,6 +73,23 @@ def cell_text(column: str, value: str) -> Text:
     if column == "status":
         return status_text(value)
     return safe_text(value, limit=_LIMITS.get(column))
+
+
+def cell_width(column: str, value: str) -> int:
+    """The cells `cell_text(column, value)` takes, without making its Text: a column is
+    measured on every row, a Text is made only for the rows painted."""
+    if column == "status":
+        width = _STATUS_WIDTHS.get(value)
+        if width is None:
+            width = status_text(value).cell_len
+            if len(_STATUS_WIDTHS) < 64:  # a store's unknown statuses are not kept without end
+                # A status's glyph and word are the same in every theme: only its style follows one.
+                _STATUS_WIDTHS[value] = width
+        return width
+    return cell_len(safe(value, _LIMITS.get(column)))
+
+
+_STATUS_WIDTHS: dict[str, int] = {}
 
 
 def sort_value(row: RunRow, column: str | None) -> tuple:

@@ -32,7 +32,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_text, sort_value
+from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_text, cell_width, sort_value
 from .tcss import load_css
 
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
@@ -348,11 +348,12 @@ class RunTable(ScrollView, can_focus=True):
 
         `columns`: only these changed (a live row's usage or age), the others were measured before."""
         wider = False
-        cells = self._cells_of(row)
-        for i in range(len(cells)) if columns is None else columns:
-            cell = cells[i]
-            if cell.cell_len > self._widths[i]:
-                self._widths[i] = cell.cell_len
+        shown = row.shown()
+        widths = self._widths
+        for i in range(len(shown)) if columns is None else columns:
+            width = cell_width(COLUMNS[i][0], shown[i])
+            if width > widths[i]:
+                widths[i] = width
                 wider = True
         return wider
 
