@@ -24,7 +24,9 @@ Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
    second, written by this process; `--idle-s` seconds of the console's CPU
    time read from /proc. And the floor: the same console whose run table
    paints blank rows once it has shown them (polls, diffs, header and detail
-   as usual); what a table costs is its figure minus the floor.
+   as usual); what a table costs is its figure minus the floor. Taken in three
+   rounds, each table, the floor and the bare app in turn (the first paints
+   too, rep by rep): this machine's speed drifts within minutes.
 
 4. What is repainted each second at idle, in process (`--repaint-s`): the
    lines each widget renders per second and the frames per second, with the
@@ -471,19 +473,39 @@ def main() -> None:
             res[kind]["inproc_cpu"] = [c for _, c in both]
             res[kind]["idle"], res[kind]["busy"], res[kind]["rows"] = asyncio.run(apply_times(kind, url, ws, args.reps, args.changed))
         use_table("line")
-        for kind in kinds:
-            res[kind].update(pty_paints(url, ws, args.paint_reps, kind))
+        # Rep by rep, each kind and the bare app in turn: this machine's speed drifts within
+        # minutes, and seven starts of one kind, then seven of the next, measured the drift.
+        bare_paint: list[float] = []
+        for _ in range(args.paint_reps):
+            for kind in kinds:
+                one = pty_paints(url, ws, 1, kind)
+                for key in ("paints", "paint_cpu"):
+                    res[kind].setdefault(key, []).extend(one[key])
+                res[kind]["hwm_mb"] = max(res[kind].get("hwm_mb", 0.0), one["hwm_mb"])
+            bare_paint += bare_paints(ws, 1)
         # The big store, nothing changing, past the first minute (the burn meter's window: every
         # running run is first seen, so spending, until then).
         big_idle = idle_cpu(url, ws, args.idle_s, "line", [], warm_s=1.0 if args.smoke else 65.0)["cpu_pct"]
-        bare_paint = bare_paints(ws, args.paint_reps)
         sqlalchemy_import = import_s("sqlalchemy", args.paint_reps)
     with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
         live = asyncio.run(build_live(url, ws, args.live_runs, args.live))
+        # In rounds, each kind, the floor and the bare app in turn, for the drift (above).
+        rounds = 1 if args.smoke else 3
+        part = args.idle_s / rounds
+        floors: list[float] = []
+        bares: list[float] = []
+        for _ in range(rounds):
+            for kind in kinds:
+                one = idle_cpu(url, ws, part, kind, live)
+                r = res[kind]
+                r.setdefault("cpu_pcts", []).append(one["cpu_pct"])
+                r.setdefault("cpu_windows", []).extend(one["cpu_windows"])
+                r["ticks"] = r.get("ticks", 0) + one["ticks"]
+            floors.append(idle_cpu(url, ws, part, "floor", live)["cpu_pct"])
+            bares.append(bare_idle(ws, part))
         for kind in kinds:
-            res[kind].update(idle_cpu(url, ws, args.idle_s, kind, live))
-        floor = idle_cpu(url, ws, args.idle_s, "floor", live)["cpu_pct"]
-        bare_cpu = bare_idle(ws, args.idle_s)
+            res[kind]["cpu_pct"] = sum(res[kind]["cpu_pcts"]) / rounds
+        floor, bare_cpu = sum(floors) / rounds, sum(bares) / rounds
         repainted = asyncio.run(repaints(url, ws, live, args.repaint_s)) if args.repaint_s > 0 else None
     for kind in kinds:
         r = res[kind]

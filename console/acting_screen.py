@@ -81,8 +81,9 @@ class ActingScreen(Screen):
     @property
     def closing(self) -> bool:
         # Textual removes a screen's widgets before the screen's own unmount: a
-        # worker that finishes in between finds no table, and must touch nothing.
-        return self._unmounted or not self.query(RunTable)
+        # worker that finishes in between finds some of them gone, and must touch
+        # nothing. A screen being removed shows as not displayed from the start.
+        return self._unmounted or not self.display or not self.query(RunTable)
 
     def query_one_table(self) -> RunTable:
         return self.query_one(RunTable)

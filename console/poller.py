@@ -212,14 +212,15 @@ class Poller:
 
     async def _poll(self, show_ended: bool, text_filter: str | None) -> Snapshot:
         text_filter = (text_filter or "").strip() or None
-        # The first read (of the newest, unfiltered) may come through a lite store: the first
-        # frame waits for no SQLAlchemy. A filter is built with it.
+        # An unfiltered poll reads through a lite store on a plain SQLite file (sqlite3 alone):
+        # the first frame waits for no SQLAlchemy, and a poll a second spends none on its
+        # statements. A filter is built with SQLAlchemy: the full store reads it.
         peek = not self._peeked and text_filter is None
-        store = await (self.link.first() if peek else self.link.get())
+        store = await (self.link.reader() if text_filter is None else self.link.get())
         await store.keep_time()
         lost_check = None
         plan = self._plan(text_filter)
-        if isinstance(store, LiteStore):
+        if peek and isinstance(store, LiteStore):
             # Marking a lost run takes the full store (SQLAlchemy, inline on this loop): the next
             # poll, 50 ms after the first frame, checks the leases.
             plan = replace(plan, check_lease=False)
@@ -231,7 +232,7 @@ class Poller:
             from swarmkit.store import STORE_FAULTS
 
             try:
-                await control.mark_lost(store, self.lease_s)
+                await control.mark_lost(await self.link.get(), self.lease_s)
             except STORE_FAULTS as exc:
                 # A read-only store (or role) cannot mark runs lost; reading
                 # still works, and the read below reports a store that is down.

@@ -32,19 +32,22 @@ class StoreLink:
     creates a SQLite store: a mistyped path says "no store" instead of showing
     a brand-new empty one.
 
-    On a plain SQLite file the first poll reads through a lite store
-    (`first()`, store/lite.py: sqlite3 alone, its statements compiled ahead):
-    SQLAlchemy, a third of the console's start-up, loads after the first frame,
-    in a thread, while the table is already on screen (issue 12).
+    On a plain SQLite file the polls read through a lite store (`reader()`,
+    store/lite.py: sqlite3 alone, its statements compiled ahead). SQLAlchemy,
+    a third of the console's start-up, loads after the first frame, in a
+    thread, while the table is already on screen (issue 12); and a poll each
+    second spends no SQLAlchemy execution on its dozen statements. Acts, the
+    detail pane, the logs and a filtered poll use the full store (`get()`).
     """
 
     def __init__(self, store: str | None, workspace: str | os.PathLike | None):
         self._where = (store, workspace)
         # A plain SQLite file is found without SQLAlchemy (its URL type loads all of it).
-        self.loc: StoreLocation = lite_location(store, workspace) or resolve_store(store, workspace)
+        self._lite_loc = lite_location(store, workspace)
+        self.loc: StoreLocation = self._lite_loc or resolve_store(store, workspace)
         self._store: Store | None = None
         self._lite: LiteStore | None = None
-        self._lite_used = False
+        self._lite_id: tuple[int, int] | None = None
         self._opening = asyncio.Lock()
         # Set by an owner that draws: SQLAlchemy loads only once the lite store's rows are on
         # screen (it costs the loop nothing then; before, it would share the GIL with the first frame).
@@ -78,21 +81,38 @@ class StoreLink:
             raise StoreError(f"cannot reach the store {path}: {exc.strerror or exc}") from None
         return st.st_dev, st.st_ino
 
-    async def first(self) -> PollStore:
-        """The store for the first poll: a lite one on a plain SQLite file (once), else `get()`."""
-        if self._lite_used or self._store is not None or not isinstance(self.loc.url, _SqliteFile):
+    async def reader(self) -> PollStore:
+        """The store an unfiltered poll reads through: a lite one on a plain SQLite file, kept
+        open while the file is the same one; else `get()`."""
+        if self._lite_loc is None:
             return await self.get()
-        self._lite_used = True
+        if self._closed:
+            raise StoreError("the console is closing")
+        if self._lite is not None:
+            try:
+                same = self._stat() == self._lite_id
+            except StoreError:
+                await self._drop_lite()
+                raise
+            if same:
+                return self._lite
+            # Replaced under us: the open connection still reads the old file.
+            await self._drop_lite()
         self._stat()
-        lite = await LiteStore.open(self.loc)
+        lite = await LiteStore.open(self._lite_loc)
         try:
-            self._file_id = self._stat()
+            self._lite_id = self._stat()
         except BaseException:
             await lite.close()
             raise
         self.stale_warning = lite.loc.stale_warning
         self._lite = lite
         return lite
+
+    async def _drop_lite(self) -> None:
+        lite, self._lite = self._lite, None
+        if lite is not None:
+            await lite.close()
 
     async def get(self) -> Store:
         async with self._opening:  # a poll and an act asking at once open one store, not two
@@ -103,9 +123,6 @@ class StoreLink:
             await self.first_frame.wait()
         if self._closed:
             raise StoreError("the console is closing")
-        if self._lite is not None:  # again: a failed first poll may have dropped it meanwhile
-            lite, self._lite = self._lite, None
-            await lite.close()
         if isinstance(self.loc.url, _SqliteFile):
             # SQLAlchemy, in a thread: the loop goes on drawing and reading keys while it loads.
             await asyncio.to_thread(import_module, "swarmkit.store.store")
@@ -156,9 +173,7 @@ class StoreLink:
             task.exception()  # retrieved: a caller that went away does not want it
 
     async def drop(self) -> None:
-        if self._lite is not None:
-            lite, self._lite = self._lite, None
-            await lite.close()
+        await self._drop_lite()
         store, self._store = self._store, None
         if store is not None:
             try:
