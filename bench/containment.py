@@ -165,11 +165,15 @@ def one_freeze(url: str, ws: Path, env: dict[str, str], tries: int, lease: float
             worker.send_signal(signal.SIGSTOP)
             wait(lambda: not alive(pid), lease * 3, "the frozen host's agent to die")
             out.append((time.monotonic() - t0) * 1000)
-            asyncio.run(cancel(url, str(ws), job_id))
         finally:
             worker.send_signal(signal.SIGKILL)
             worker.send_signal(signal.SIGCONT)
             worker.wait()
+        # Only once the host is dead: frozen inside a write transaction (a heartbeat's, a few
+        # ms of every 200), it holds SQLite's write lock until it dies, and this cancel would
+        # wait out the 30 s busy timeout and fail with "database is locked" (seen once in a
+        # loaded full run's smoke round).
+        asyncio.run(cancel(url, str(ws), job_id))
     return out
 
 
