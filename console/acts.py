@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from swarmkit.runtime.control import ActResult
     from swarmkit.store import Store
 
+
 def _control() -> ModuleType:
     # Imported at the first act, not with the console: its first frame needs none of it.
     from swarmkit.runtime import control
