@@ -199,7 +199,15 @@ class Cli:
             raise AssertionError(f"swarmkit {' '.join(args)} exited {res.returncode}:\n{res.stdout}\n{res.stderr}")
         return res
 
-    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    def start(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
+        """`log`: its stdout and stderr go to that file, for a process nobody reads while it runs
+        (a pipe nobody drains blocks the process once 64 KB of warnings fill it)."""
+        if log is not None:
+            with open(log, "ab") as out:
+                return subprocess.Popen(
+                    self._with_store(args), cwd=self.workspace, env=child_env(env),
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                )
         return subprocess.Popen(
             self._with_store(args), cwd=self.workspace, env=child_env(env),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

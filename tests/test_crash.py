@@ -558,11 +558,18 @@ def test_logs_follow_rides_out_its_postgresql_connection_being_killed(store_url:
         'command = "i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done; while [ $i -lt 20040 ]; do echo line $i; i=$((i+1)); sleep 0.1; done"\n',
     )
     short = submit(cli, flow)[:8]
-    run = cli.start("worker", str(cli.workspace))  # hosts it (a foreground run would echo 20000 lines into a pipe)
+    # Hosts it (a foreground run would echo 20000 lines into a pipe). Its output goes to a file:
+    # nobody reads it while the lines are written (once, in a full run, no 20000 lines came in 180 s).
+    worker_log = tmp_path / "worker.log"
+    run = cli.start("worker", str(cli.workspace), log=worker_log)
     follow = None
     try:
         # Inside the try: a wait that times out must not leave the worker running (it did once, for 45 minutes).
-        wait_until(lambda: sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events WHERE kind = 'log'")[0][0] >= 20000, timeout=180, what="the first 20000 lines")
+        try:
+            wait_until(lambda: sql(cli.store_url, cli.workspace, "SELECT count(*) FROM events WHERE kind = 'log'")[0][0] >= 20000, timeout=180, what="the first 20000 lines")
+        except AssertionError as exc:
+            said = sql(cli.store_url, cli.workspace, "SELECT status, host, count(*) FROM jobs GROUP BY status, host")
+            raise AssertionError(f"{exc}; runs {said}; the worker said:\n{worker_log.read_text(errors='replace')[-3000:]}") from None
         follow = cli.start("logs", short, str(cli.workspace), "-f")
         # From its first connection on: its catch-up reads (2000 events each) are cut mid-query.
         wait_until(lambda: tcp_ports_of(follow.pid) or follow.poll() is not None, timeout=30, interval=0.002, what="the follower's connection")
