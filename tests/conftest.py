@@ -202,16 +202,15 @@ class Cli:
     def start(self, *args: str, env: dict[str, str] | None = None, log: Path | None = None) -> subprocess.Popen:
         """`log`: its stdout and stderr go to that file, for a process nobody reads while it runs
         (a pipe nobody drains blocks the process once 64 KB of warnings fill it)."""
-        if log is not None:
-            with open(log, "ab") as out:
-                return subprocess.Popen(
-                    self._with_store(args), cwd=self.workspace, env=child_env(env),
-                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                )
-        return subprocess.Popen(
-            self._with_store(args), cwd=self.workspace, env=child_env(env),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )
+        out = open(log, "ab") if log is not None else None
+        try:
+            return subprocess.Popen(
+                self._with_store(args), cwd=self.workspace, env=child_env(env), start_new_session=True,
+                stdout=out or subprocess.PIPE, stderr=subprocess.STDOUT if out else subprocess.PIPE, text=out is None,
+            )
+        finally:
+            if out is not None:
+                out.close()  # the child holds its own copy
 
 
 @pytest.fixture
