@@ -4,11 +4,12 @@ palette and the help screen offer, and the words shown after each."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from swarmkit.store.engine import StoreError, is_store_fault, masked
@@ -20,6 +21,8 @@ from swarmkit.widgets.safe_text import safe_lines
 from .acts import ACT_BY_ACTION, ACT_BY_VERB, ACTS
 from .config import ConsoleConfig
 from .store_link import StoreLink
+
+W = TypeVar("W", bound=Widget)
 
 if TYPE_CHECKING:
     from .act_runner import ActRunner
@@ -83,10 +86,23 @@ class ActingScreen(Screen):
         # Textual removes a screen's widgets before the screen's own unmount: a
         # worker that finishes in between finds some of them gone, and must touch
         # nothing. A screen being removed shows as not displayed from the start.
-        return self._unmounted or not self.display or not self.query(RunTable)
+        if self._unmounted or not self.display:
+            return True
+        table = self.__dict__.get("_parts", {}).get((RunTable, None))
+        return not (table is not None and table.is_attached) and not self.query(RunTable)
+
+    def part(self, kind: type[W], selector: str | None = None) -> W:
+        """A widget of this screen, found once and kept while it is attached: a query walks the
+        DOM, and a poll asked for a dozen (a millisecond a second at idle, bench/console_render.py)."""
+        parts = self.__dict__.setdefault("_parts", {})
+        key = (kind, selector)
+        widget = parts.get(key)
+        if widget is None or not widget.is_attached:
+            widget = parts[key] = self.query_one(selector, kind) if selector else self.query_one(kind)  # type: ignore[attr-defined]
+        return widget
 
     def query_one_table(self) -> RunTable:
-        return self.query_one(RunTable)
+        return self.part(RunTable)
 
     def problem_words(self, exc: BaseException) -> str:
         return problem_text(exc, self.link)
@@ -202,7 +218,7 @@ class ActingScreen(Screen):
     # --- words ------------------------------------------------------------------------
 
     def _show_line(self, text: str, style: str = "") -> None:
-        self.query_one("#message", Static).update(Text(text.split("\n")[0], style=style, no_wrap=True, overflow="ellipsis"))
+        self.part(Static, "#message").update(Text(text.split("\n")[0], style=style, no_wrap=True, overflow="ellipsis"))
 
     def say(self, message: str, severity: str = "information", *, toast: bool = True) -> None:
         """Show what happened, in the words the CLI uses: a toast over the bottom lines, then on the message line.

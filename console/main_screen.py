@@ -180,7 +180,7 @@ class MainScreen(ActingScreen):
         self.snapshot = snap
         self.problem = None
         self._last_ok_at = snap.at
-        table = self.query_one(RunTable)
+        table = self.part(RunTable)
         # Rows are made only for the runs whose record changed (the poller
         # says which it read again; after a full read, any may have); ages on
         # screen are refreshed through the table's row source. A poll that
@@ -200,7 +200,7 @@ class MainScreen(ActingScreen):
         self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
         fresh = {j.id: self._run_row(j, snap.at) for j in changed}
         table.show(None if same_runs else list(jobs), fresh)
-        empty = self.query_one("#empty", Static)
+        empty = self.part(Static, "#empty")
         empty.display = not snap.jobs
         if not snap.jobs and (words := self._empty_words()) != self._empty_said:
             # Only when the words change: an update lays the whole screen out again
@@ -228,7 +228,7 @@ class MainScreen(ActingScreen):
             return
         if self._row_at is not None and not self.closing:
             stopping = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if (j.flow, j.current_node) in wanted}
-            self.query_one(RunTable).show(list(self.jobs), stopping)
+            self.part(RunTable).show(list(self.jobs), stopping)
 
     def _empty_words(self) -> str:
         if self.text_filter:
@@ -280,10 +280,10 @@ class MainScreen(ActingScreen):
         )
 
     def _refresh_header(self) -> None:
-        self.query_one(StateCounts).show(self._summary())
+        self.part(StateCounts).show(self._summary())
 
     def _show_banner(self) -> None:
-        banner = self.query_one("#banner", Static)
+        banner = self.part(Static, "#banner")
         slow = self.schedule.slow_for()
         warning = self.snapshot.clock_warning if self.snapshot is not None else None
         if self.problem is None and slow is None:
@@ -312,8 +312,7 @@ class MainScreen(ActingScreen):
     @property
     def selected(self) -> JobRecord | None:
         # A worker that finishes while the app closes may ask after the table is gone.
-        tables = self.query(RunTable)
-        key = tables.first().selected_key if tables else None
+        key = None if self.closing else self.part(RunTable).selected_key
         return self.jobs.get(key) if key else None
 
     @on(RunTable.RowHighlighted)
@@ -325,7 +324,7 @@ class MainScreen(ActingScreen):
         self.action_logs()
 
     def _selection_changed(self) -> None:
-        detail = self.query_one(RunDetail)
+        detail = self.part(RunDetail)
         if not detail.display:
             self.poller.focus = None
             return
@@ -384,7 +383,7 @@ class MainScreen(ActingScreen):
                     self._sections.pop(next(iter(self._sections)))
                 shown = self.jobs.get(key, job)
                 if self.selected is not None and self.selected.id == key:
-                    self.query_one(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown)))
+                    self.part(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown)))
         finally:
             self._detail_busy = False
 

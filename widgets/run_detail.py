@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -13,6 +13,7 @@ from textual.widgets import Static
 from .safe_text import safe
 from .status_look import status_text
 from .tcss import load_css
+from .text_lines import TextLines
 
 
 @dataclass(frozen=True)
@@ -31,20 +32,26 @@ class RunDetailData:
 
 
 def facts_text(data: RunDetailData | None, placeholder: str = "no run selected") -> Text:
-    out = Text(end="")
+    return Text("\n", end="").join(facts_lines(data, placeholder))
+
+
+def facts_lines(data: RunDetailData | None, placeholder: str = "no run selected") -> list[Text]:
+    """The status and title, then a line per fact."""
     if data is None:
-        out.append(safe(placeholder), style="dim")
-        return out
-    out.append_text(status_text(data.status))
-    out.append("  ")
-    out.append(safe(data.title), style="bold")
+        return [Text(safe(placeholder), style="dim", end="")]
+    head = Text(end="")
+    head.append_text(status_text(data.status))
+    head.append("  ")
+    head.append(safe(data.title), style="bold")
+    lines = [head]
     width = max((len(label) for label, _ in data.facts), default=0)
     for label, value in data.facts:
-        out.append("\n")
-        out.append(safe(label).rjust(width), style="dim")
-        out.append("  ")
-        out.append(safe(value))
-    return out
+        line = Text(end="")
+        line.append(safe(label).rjust(width), style="dim")
+        line.append("  ")
+        line.append(safe(value))
+        lines.append(line)
+    return lines
 
 
 def sections_text(data: RunDetailData | None) -> Text:
@@ -71,10 +78,6 @@ def detail_text(data: RunDetailData | None, placeholder: str = "no run selected"
     return out
 
 
-def _fits(text: Text, width: int) -> bool:
-    return width > 0 and all(cell_len(line) <= width for line in text.plain.split("\n"))
-
-
 class RunDetail(Horizontal):
     """The run's facts on the left; checkpoints, audit trail and workspaces on the right. `show(None)` for no run."""
 
@@ -84,17 +87,22 @@ class RunDetail(Horizontal):
         super().__init__(**kwargs)
         self.data: RunDetailData | None = None
         self._placeholder = "no run selected"
-        self._facts_fit: tuple[int, bool] | None = None  # (width, whether the shown facts fit it unwrapped)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="run-detail-facts"):
-            yield Static(facts_text(None), id="run-detail-facts-body")
+            # Lines of their own: a live run's age and usage change a line or two a second.
+            yield TextLines(facts_lines(None), wrap=True, id="run-detail-facts-body")
         with VerticalScroll(id="run-detail-sections"):
             yield Static(sections_text(None), id="run-detail-sections-body")
 
+    @cached_property
+    def _facts(self) -> TextLines:
+        # Found once: the pane is told of the selected run at every poll.
+        return self.query_one("#run-detail-facts-body", TextLines)
+
     def restyle(self) -> None:
         """The status looks changed (a new theme): the same run in the new colours."""
-        self.query_one("#run-detail-facts-body", Static).update(facts_text(self.data, self._placeholder))
+        self._facts.set_lines(facts_lines(self.data, self._placeholder))
 
     def show(self, data: RunDetailData | None, placeholder: str = "no run selected") -> None:
         if data == self.data and placeholder == self._placeholder:
@@ -103,19 +111,9 @@ class RunDetail(Horizontal):
         old = self.data
         self.data = data
         self._placeholder = placeholder
-        facts = self.query_one("#run-detail-facts-body", Static)
-        text = facts_text(data, placeholder)
-        # The same run with the same facts (an age moved on): when every line
-        # fits unwrapped, the height is the count of lines and stays; no
-        # layout of the whole screen for it (bench/console_render.py).
-        same_shape = keep_place and old is not None and data is not None and len(old.facts) == len(data.facts)
-        width = facts.content_region.width
-        # Whether the old facts fit is remembered from when they were shown: a live run's facts change every poll.
-        old_fit = self._facts_fit
-        fits = _fits(text, width)
-        self._facts_fit = (width, fits)
-        old_fits = old_fit[1] if old_fit is not None and old_fit[0] == width else old is not None and _fits(facts_text(old), width)
-        facts.update(text, layout=not (same_shape and fits and old_fits))
+        # Only the lines that changed are drawn and repainted; the screen is laid out again only
+        # when the facts take another number of lines (bench/console_render.py).
+        self._facts.set_lines(facts_lines(data, placeholder))
         if old is None or data is None or old.sections != data.sections:
             self.query_one("#run-detail-sections-body", Static).update(sections_text(data))
         if not keep_place:

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from rich.text import Text
-from textual.widgets import Static
 
 from .safe_text import safe
 from .status_look import STATUS_ORDER, look_of
 from .tcss import load_css
+from .text_lines import TextLines
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,11 @@ class StoreSummary:
 
 
 def summary_text(s: StoreSummary) -> Text:
+    return Text("\n").join(summary_lines(s))
+
+
+def summary_lines(s: StoreSummary) -> list[Text]:
+    """The store and its health; the counts per shown status."""
     line = Text(no_wrap=True, overflow="ellipsis", end="")
     line.append("swarmkit ", style="bold")
     line.append("store ", style="dim")
@@ -51,37 +56,38 @@ def summary_text(s: StoreSummary) -> Text:
         line.append("   ⚠ " + safe(s.warning), style="bold yellow")
     if s.view:
         line.append("   · " + safe(s.view), style="dim")
-    line.append("\n")
+    counts = Text(no_wrap=True, overflow="ellipsis", end="")
     shown = [(status, n) for status in STATUS_ORDER if (n := s.counts.get(status, 0))]
     shown += [(status, n) for status, n in sorted(s.counts.items()) if status not in STATUS_ORDER and n]
     if not shown:
-        line.append("no runs", style="dim")
+        counts.append("no runs", style="dim")
     # Words in their colours, no glyphs: twelve statuses must fit one line.
     for i, (status, n) in enumerate(shown):
         look = look_of(status)
         if i:
-            line.append("  ")
-        line.append(look.word + " ", style=look.style)
-        line.append(str(n), style="bold")
-    return line
+            counts.append("  ")
+        counts.append(look.word + " ", style=look.style)
+        counts.append(str(n), style="bold")
+    return [line, counts]
 
 
-class StateCounts(Static):
-    """Two lines: the store and its health, then counts per shown status."""
+class StateCounts(TextLines):
+    """Two lines: the store and its health, then counts per shown status.
+
+    Lines of their own (TextLines): the clock ticks the first every second, and
+    only that line is drawn and repainted."""
 
     DEFAULT_CSS = load_css("state_counts.tcss")
 
     def __init__(self, summary: StoreSummary, **kwargs) -> None:
-        super().__init__(summary_text(summary), **kwargs)
+        super().__init__(summary_lines(summary), **kwargs)
         self.summary = summary
 
     def show(self, summary: StoreSummary) -> None:
         if summary != self.summary:
             self.summary = summary
-            # Two lines, always (CSS height: 2): no layout of the whole screen
-            # for a clock that ticks every second (bench/console_render.py).
-            self.update(summary_text(summary), layout=False)
+            self.set_lines(summary_lines(summary))
 
     def restyle(self) -> None:
         """The status looks changed (a new theme): the same summary in the new colours."""
-        self.update(summary_text(self.summary), layout=False)
+        self.set_lines(summary_lines(self.summary))

@@ -10,6 +10,7 @@ from swarmkit.widgets.run_row import RunRow
 from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe, safe_lines, safe_text
 from swarmkit.widgets.status_look import STATUS_LOOKS, status_text
+from swarmkit.widgets.text_lines import TextLines
 
 
 def test_safe_replaces_every_control_but_keeps_markup_literal():
@@ -113,6 +114,44 @@ async def test_run_table_repaints_only_the_cells_that_changed():
         table.move_cursor(table.cursor_row + 1)
         assert sorted(r.y for r in refreshed) == [1, 2] and all(r.x == 0 and r.width == table.size.width for r in refreshed)
         await pilot.pause()
+
+
+class LinesApp(App):
+    def compose(self) -> ComposeResult:
+        yield TextLines([Text(f"line {i}") for i in range(4)], wrap=True)
+
+
+async def test_text_lines_repaint_only_the_line_that_changed_and_wrap_what_does_not_fit():
+    """The header's clock and a live run's age in the detail pane change a line a second: that
+    line alone is sent again. A line too long for the width wraps, and the widget grows for it."""
+    app = LinesApp()
+    async with app.run_test(size=(40, 10)) as pilot:
+        lines = app.query_one(TextLines)
+        await pilot.pause()
+        assert lines.size.height == 4
+        refreshed = []
+        real = lines.refresh
+
+        def spy(*regions, **kw):
+            refreshed.append((regions, kw.get("layout", False)))
+            return real(*regions, **kw)
+
+        lines.refresh = spy  # type: ignore[method-assign]
+        lines.set_lines([Text("line 0"), Text("line 1"), Text("line two", style="bold"), Text("line 3")])
+        assert [(tuple(r.y for r in regions), layout) for regions, layout in refreshed] == [((2,), False)]
+        await pilot.pause()
+        assert lines.render_line(2).text.rstrip() == "line two" and lines.render_line(3).text.rstrip() == "line 3"
+        refreshed.clear()
+        lines.set_lines([Text("line 0"), Text("line 1"), Text("line two", style="bold"), Text("line 3")])
+        assert refreshed == []  # the same lines: nothing to repaint
+        long = "word " * 12  # 60 cells in a 40-cell widget
+        lines.set_lines([Text("line 0"), Text(long.strip()), Text("line two"), Text("line 3")])
+        assert refreshed[-1][1] is True  # another number of screen lines: laid out again
+        await pilot.pause()
+        assert lines.size.height == 5
+        shown = [lines.render_line(y).text.rstrip() for y in range(5)]
+        assert " ".join(shown[1:3]).split() == long.split() and shown[3] == "line two"
+        assert "[b]x[/b]" in str(TextLines([Text("[b]x[/b]")]).render())  # markup stays text
 
 
 def screen_line(table: RunTable, key: str) -> int:
