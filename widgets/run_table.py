@@ -22,6 +22,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -633,11 +634,21 @@ class RunTable(ScrollView, can_focus=True):
             if done is not None and done[0] is cell and done[1] == width and (done[2] is style or done[2] == style) and done[3] == lead:
                 segments.extend(done[4])
                 continue
-            text = cell.copy()
-            text.truncate(width, overflow="ellipsis", pad=True)
             rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
-            for seg in text.render(console, end=""):
-                rendered.append(Segment(seg.text, style + seg.style if seg.style else style))
+            # The cell's own style (a status's look): Text.render leaves it to its caller.
+            own = console.get_style(cell.style) if isinstance(cell.style, str) else cell.style
+            base = style + own if own else style
+            used = cell_len(cell.plain)
+            if not cell.spans and used <= width:
+                # A cell is one style over one line (safe_text, status_text), nearly always
+                # short enough: its segment is made here, not by Rich's render of a Text
+                # (most of what drawing a live row cost).
+                rendered.append(Segment(cell.plain + " " * (width - used), base))
+            else:
+                text = cell.copy()
+                text.truncate(width, overflow="ellipsis", pad=True)
+                for seg in text.render(console, end=""):
+                    rendered.append(Segment(seg.text, base + seg.style if seg.style else base))
             rendered.append(pad)
             # Joined once, when the cell is made (a plain cell and its padding are one
             # segment): the line is then its cells end to end, with no pass over all of them.

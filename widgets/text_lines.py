@@ -109,7 +109,10 @@ class TextLines(Widget):
             pieces = [one]
         strips = []
         for piece in pieces:
-            segments = [Segment(s.text, base + s.style if s.style else base) for s in piece.render(console, end="") if s.text]
+            # The line's own style (a placeholder's dim): Text.render leaves it to its caller.
+            own = console.get_style(piece.style) if isinstance(piece.style, str) else piece.style
+            under = base + own if own else base
+            segments = [Segment(s.text, under + s.style if s.style else under) for s in piece.render(console, end="") if s.text]
             strips.append(Strip(segments).extend_cell_length(width, base))
         return strips or [Strip.blank(width, base)]
 

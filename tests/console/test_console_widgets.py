@@ -9,7 +9,7 @@ from swarmkit.widgets.log_tail import LogLine, LogTail, line_text
 from swarmkit.widgets.run_row import RunRow
 from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe, safe_lines, safe_text
-from swarmkit.widgets.status_look import STATUS_LOOKS, status_text
+from swarmkit.widgets.status_look import STATUS_LOOKS, look_of, status_text
 from swarmkit.widgets.text_lines import TextLines
 
 
@@ -152,6 +152,25 @@ async def test_text_lines_repaint_only_the_line_that_changed_and_wrap_what_does_
         shown = [lines.render_line(y).text.rstrip() for y in range(5)]
         assert " ".join(shown[1:3]).split() == long.split() and shown[3] == "line two"
         assert "[b]x[/b]" in str(TextLines([Text("[b]x[/b]")]).render())  # markup stays text
+
+
+async def test_run_table_draws_each_status_in_its_look():
+    """The status cell is the status's word in its colour (and background, for a fault): the line
+    table drew them in the plain text colour from 2026-12-01 until this test."""
+    app = TableApp()
+    async with app.run_test(size=(120, 12)) as pilot:
+        table = app.query_one(RunTable)
+        statuses = ["queued", "failed", "faulted", "running"]
+        keys = [f"{i:032x}" for i in range(len(statuses))]
+        table.show_rows([row(k, status=st, created_at=-i) for i, (k, st) in enumerate(zip(keys, statuses))])
+        await pilot.pause()
+        for key, status in zip(keys, statuses):
+            strip = table.render_line(screen_line(table, key) + 1)
+            word = next(seg for seg in strip if look_of(status).word in seg.text)
+            look = look_of(status).style
+            assert word.style is not None and word.style.color == look.color and (word.style.bold or not look.bold), status
+            if look.bgcolor is not None:
+                assert word.style.bgcolor == look.bgcolor, status
 
 
 def screen_line(table: RunTable, key: str) -> int:
