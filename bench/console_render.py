@@ -383,6 +383,9 @@ def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str], warm
 
 
 BARE = Path(__file__).with_name("_bare_textual.py")
+# The run table's rows on screen at SIZE, every one a live run in the idle round (the console
+# repaints 27-28 table lines a second there: the repaint count below).
+BARE_LINES = 28
 BARE_NEEDLE = "bare-textual-app"
 
 
@@ -400,9 +403,10 @@ def bare_paints(ws: str, reps: int) -> list[float]:
     return out
 
 
-def bare_idle(ws: str, idle_s: float) -> float:
-    """CPU of that app, its Static rewritten every second, as a percentage of one core."""
-    con = PtyConsole("", ws, argv=[sys.executable, str(BARE), BARE_NEEDLE, "--tick"])
+def bare_idle(ws: str, idle_s: float, lines: int = 0) -> float:
+    """CPU of that app, its Static rewritten every second (and `lines` full-width lines changed
+    every second, `--lines`), as a percentage of one core."""
+    con = PtyConsole("", ws, argv=[sys.executable, str(BARE), BARE_NEEDLE, "--tick"] + (["--lines", str(lines)] if lines else []))
     try:
         assert con.wait_for(BARE_NEEDLE.encode(), 60) is not None
         time.sleep(3.0)
@@ -494,6 +498,7 @@ def main() -> None:
         part = args.idle_s / rounds
         floors: list[float] = []
         bares: list[float] = []
+        bare_lines: list[float] = []
         for _ in range(rounds):
             for kind in kinds:
                 one = idle_cpu(url, ws, part, kind, live)
@@ -503,9 +508,10 @@ def main() -> None:
                 r["ticks"] = r.get("ticks", 0) + one["ticks"]
             floors.append(idle_cpu(url, ws, part, "floor", live)["cpu_pct"])
             bares.append(bare_idle(ws, part))
+            bare_lines.append(bare_idle(ws, part, BARE_LINES))
         for kind in kinds:
             res[kind]["cpu_pct"] = sum(res[kind]["cpu_pcts"]) / rounds
-        floor, bare_cpu = sum(floors) / rounds, sum(bares) / rounds
+        floor, bare_cpu, bare_lines_cpu = sum(floors) / rounds, sum(bares) / rounds, sum(bare_lines) / rounds
         repainted = asyncio.run(repaints(url, ws, live, args.repaint_s)) if args.repaint_s > 0 else None
     for kind in kinds:
         r = res[kind]
@@ -549,6 +555,9 @@ def main() -> None:
           f"{B.med(sqlalchemy_import) * 1000:.0f} ms, comes after the first frame on SQLite)")
     print(f"  the same app, its Static rewritten every second, CPU at idle: {bare_cpu:.2f} % of a core "
           f"(console {line_cpu:.2f} %: {line_cpu / max(bare_cpu, 1e-9):.1f}x)")
+    print(f"  the same app drawing {BARE_LINES} full-width lines, every one changed each second (one segment a line; "
+          f"no store, no poll): {bare_lines_cpu:.2f} % of a core: the least a Textual table costs whose {BARE_LINES} rows "
+          f"on screen are live runs ticking (console {line_cpu:.2f} %: {line_cpu / max(bare_lines_cpu, 1e-9):.1f}x)")
     print(f"  CPU at idle on the {args.runs:,}-run store ({args.active:,} active), nothing changing, past its first minute, "
           f"line table: {big_idle:.2f} % of a core")
     if repainted is not None:
