@@ -41,7 +41,8 @@ SEARCH_REACH = 100_000
 class LogScreen(Screen):
     BINDINGS = [
         Binding("escape,q", "back", "Back", id="log.back"),
-        Binding("slash", "search", "Search", key_display="/", id="log.search"),
+        # Priority, and the box focused at once: the keys read with `/` are the search's text (main_screen's filter).
+        Binding("slash", "search", "Search", key_display="/", id="log.search", priority=True),
         Binding("n", "next_match", "Older match", id="log.next_match"),
         Binding("N", "previous_match", "Newer match", id="log.previous_match"),
     ]
@@ -206,10 +207,15 @@ class LogScreen(Screen):
 
     # --- search -------------------------------------------------------------------
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "search" and isinstance(self.focused, Input):
+            return False  # a `/` typed into the box is text
+        return True
+
     def action_search(self) -> None:
         box = self.query_one("#log-search", Input)
         box.display = True
-        box.focus()
+        self.set_focus(box)
 
     @on(Input.Submitted, "#log-search")
     def _search_submitted(self, event: Input.Submitted) -> None:

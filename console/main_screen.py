@@ -49,7 +49,10 @@ class MainScreen(ActingScreen):
     COMMANDS = {ActCommands}
     BINDINGS = ActingScreen.ACT_BINDINGS + [
         Binding("l", "logs", "Logs", id="view.logs"),
-        Binding("slash", "filter", "Filter", key_display="/", id="view.filter"),
+        # A priority binding: run as the app reads the key, before it hands the keys read with it
+        # to the widget focused then. Typed fast or pasted, "/stopping" went to the table, and its
+        # `s` stopped the run under the cursor (by hand, under tmux).
+        Binding("slash", "filter", "Filter", key_display="/", id="view.filter", priority=True),
         Binding("e", "toggle_ended", "Ended", id="view.ended"),
         Binding("d", "toggle_detail", "Detail", id="view.detail"),
         Binding("question_mark", "help", "Help", key_display="?", id="view.help"),
@@ -403,7 +406,13 @@ class MainScreen(ActingScreen):
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True
-        box.focus()
+        # At once (Widget.focus waits for what is queued): the keys read with `/` go to the box.
+        self.set_focus(box)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "filter" and isinstance(self.focused, Input):
+            return False  # a `/` typed into the box is text
+        return super().check_action(action, parameters)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:

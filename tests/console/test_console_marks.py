@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from textual import events
 
 from swarmkit.console.app import make_app
 from swarmkit.runtime import control
@@ -101,6 +102,31 @@ async def test_marks_go_with_their_rows_and_escape_clears_them(sqlite_url, works
         await pilot.press("slash", *b[:8], "enter")
         await until(pilot, lambda: status_cell(app, a) is None, what="the filter")
         assert table.marked_keys == []
+
+
+async def test_slash_and_what_follows_in_one_read_is_the_filter_never_an_act(sqlite_url, workspace, fast_env):
+    """`/stopping` typed fast or pasted reaches the console in one read of its terminal, and the
+    app hands every key of it on before any binding runs. The keys after `/` must be the filter's
+    text: they went to the table, where `s` stopped the run under the cursor (by hand, under tmux)."""
+    await init_store(sqlite_url, workspace)
+    (run,) = await submit(sqlite_url, workspace, quick(workspace), count=1)
+    app = make_app(sqlite_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        table = screen.query_one(RunTable)
+        await until(pilot, lambda: table.row_count == 1, what="the row")
+        assert table.select(run)
+        # As the driver hands over one read: every key posted before the app handles any.
+        for ch in "/stopping":
+            key = events.Key("slash" if ch == "/" else ch, ch)
+            key.set_sender(app)
+            app.post_message(key)
+        await until(pilot, lambda: screen.text_filter == "stopping", what="the filter's text")
+        job = await job_of(sqlite_url, workspace, run)
+        assert job is not None and job.status == "queued" and job.stop_requested_at is None
+        # A `/` typed into the box is text, not the key that opens it again.
+        await pilot.press("slash", "x")
+        await until(pilot, lambda: screen.text_filter == "stopping/x", what="the slash as text")
 
 
 async def test_j_k_move_and_y_copies_the_run_id(sqlite_url, workspace, fast_env):
