@@ -250,7 +250,9 @@ def test_a_stdout_nobody_reads_does_not_hold_the_run_back(cli: Cli, tmp_path: Pa
         assert " running " in first, first
         short = first.split()[0]
         # 60,000 lines of echo against a 64 KiB pipe buffer: nobody reads them yet.
-        wait_for(lambda: row(cli, short).status != "running", timeout=30, interval=0.2, what="the run to end with its stdout unread")
+        # 60,000 log lines into the store: on PostgreSQL on a loaded machine that took more than
+        # 30 s once (CI, 2026-12-02). A host blocked on its stdout never ends the run at all.
+        wait_for(lambda: row(cli, short).status != "running", timeout=90, interval=0.2, what="the run to end with its stdout unread")
         r = row(cli, short)
         assert r.status == "completed" and r.step == len(nodes) and r.epoch == 1, (r.status, r.error)
         out, errs = wait_exit(proc, 30, "swarmkit run once its stdout is read")
