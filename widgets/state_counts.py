@@ -27,10 +27,6 @@ class StoreSummary:
     burn: str = ""  # what every running run spends together, per minute
 
 
-def summary_text(s: StoreSummary) -> Text:
-    return Text("\n").join(summary_lines(s))
-
-
 def summary_lines(s: StoreSummary) -> list[Text]:
     """The store and its health; the counts per shown status."""
     line = Text(no_wrap=True, overflow="ellipsis", end="")
