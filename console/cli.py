@@ -42,6 +42,7 @@ def build_demo_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("folder", nargs="?", help="where the demo store and its runs go (default: a new temporary folder)")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
+    p.add_argument("--theme", metavar="NAME", help="a Textual theme, e.g. textual-light (default: the last one chosen in the palette)")
     return p
 
 
@@ -113,12 +114,15 @@ def run_demo(argv: list[str]) -> int:
     from .demo_session import DemoSession
 
     args = build_demo_parser().parse_args(argv)
+    if args.theme is not None and (bad := theme_problem(args.theme)):
+        err(bad)
+        return ExitCode.USAGE
     session = DemoSession(args.folder)
     print(f"swarmkit-console demo: store and runs in {session.folder}", flush=True)
     problem: str | None = None
     try:
         session.start()
-        app = make_app(session.store_url, session.folder, read_only=args.read_only)
+        app = make_app(session.store_url, session.folder, read_only=args.read_only, theme=args.theme)
         # A closed terminal (SIGHUP) ends the console the way `q` does, so the demo is stopped below.
         signal.signal(signal.SIGHUP, lambda *_: asyncio.get_running_loop().call_soon_threadsafe(app.exit))
         app.run()

@@ -73,6 +73,9 @@ def test_an_unknown_theme_is_a_usage_error_naming_the_themes(sample, capsys):
     assert console_main([str(sample), "--theme", "no-such-theme"]) == 2
     err = capsys.readouterr().err
     assert "no-such-theme" in err and "textual-light" in err
+    # The demo takes a theme too (it did not: "unrecognized arguments"), judged before it starts anything.
+    assert console_main(["demo", str(sample / "demo"), "--theme", "no-such-theme"]) == 2
+    assert "no-such-theme" in capsys.readouterr().err and not (sample / "demo").exists()
 
 
 def key_bar_text(app) -> str:
