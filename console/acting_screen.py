@@ -88,18 +88,20 @@ class ActingScreen(Screen):
         # nothing. A screen being removed shows as not displayed from the start.
         if self._unmounted or not self.display:
             return True
-        table = self.__dict__.get("_parts", {}).get((RunTable, None))
-        return not (table is not None and table.is_attached) and not self.query(RunTable)
+        return self._kept(RunTable) is None and not self.query(RunTable)
 
     def part(self, kind: type[W], selector: str | None = None) -> W:
         """A widget of this screen, found once and kept while it is attached: a query walks the
         DOM, and a poll asked for a dozen (a millisecond a second at idle, bench/console_render.py)."""
-        parts = self.__dict__.setdefault("_parts", {})
-        key = (kind, selector)
-        widget = parts.get(key)
-        if widget is None or not widget.is_attached:
-            widget = parts[key] = self.query_one(selector, kind) if selector else self.query_one(kind)  # type: ignore[attr-defined]
+        widget = self._kept(kind, selector)
+        if widget is None:
+            widget = self.query_one(selector, kind) if selector else self.query_one(kind)  # type: ignore[attr-defined]
+            self.__dict__.setdefault("_parts", {})[(kind, selector)] = widget
         return widget
+
+    def _kept(self, kind: type[W], selector: str | None = None) -> W | None:
+        widget = self.__dict__.get("_parts", {}).get((kind, selector))
+        return widget if widget is not None and widget.is_attached else None
 
     def query_one_table(self) -> RunTable:
         return self.part(RunTable)

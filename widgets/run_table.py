@@ -35,6 +35,7 @@ from textual.strip import Strip
 
 from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_text, cell_width, sort_value
 from .tcss import load_css
+from .text_lines import segments_of, under_style
 
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
 MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
@@ -635,20 +636,16 @@ class RunTable(ScrollView, can_focus=True):
                 segments.extend(done[4])
                 continue
             rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
-            # The cell's own style (a status's look): Text.render leaves it to its caller.
-            own = console.get_style(cell.style) if isinstance(cell.style, str) else cell.style
-            base = style + own if own else style
             used = cell_len(cell.plain)
             if not cell.spans and used <= width:
                 # A cell is one style over one line (safe_text, status_text), nearly always
                 # short enough: its segment is made here, not by Rich's render of a Text
                 # (most of what drawing a live row cost).
-                rendered.append(Segment(cell.plain + " " * (width - used), base))
+                rendered.append(Segment(cell.plain + " " * (width - used), under_style(cell, console, style)))
             else:
                 text = cell.copy()
                 text.truncate(width, overflow="ellipsis", pad=True)
-                for seg in text.render(console, end=""):
-                    rendered.append(Segment(seg.text, base + seg.style if seg.style else base))
+                rendered.extend(segments_of(text, console, style))
             rendered.append(pad)
             # Joined once, when the cell is made (a plain cell and its padding are one
             # segment): the line is then its cells end to end, with no pass over all of them.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -25,6 +26,20 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 _Key = tuple[str, tuple, object]
+
+
+def under_style(text: Text, console: Console, base: Style) -> Style:
+    """`base` with a Text's own style over it. Text.render leaves a Text's own style to its caller
+    (for a Text without spans it yields bare segments): the run table drew every status in the
+    plain text colour for it, from 2026-12-01 to 2026-12-02."""
+    own = console.get_style(text.style) if isinstance(text.style, str) else text.style
+    return base + own if own else base
+
+
+def segments_of(text: Text, console: Console, base: Style) -> list[Segment]:
+    """A one-line Text's segments over `base`, its own style and its spans included."""
+    under = under_style(text, console, base)
+    return [Segment(s.text, under + s.style if s.style else under) for s in text.render(console, end="") if s.text]
 
 
 def _key(text: Text) -> _Key:
@@ -51,10 +66,6 @@ class TextLines(Widget):
         self._strips: list[Strip] | None = None  # every line's strips end to end, at `_width`
         self._width = -1
         self._base: Style | None = None
-
-    @property
-    def texts(self) -> tuple[Text, ...]:
-        return tuple(self._texts)
 
     def render(self) -> Text:
         """Everything shown, as one text (what a test or a dump reads)."""
@@ -107,13 +118,7 @@ class TextLines(Widget):
             one.no_wrap = True
             one.truncate(width, overflow="ellipsis")
             pieces = [one]
-        strips = []
-        for piece in pieces:
-            # The line's own style (a placeholder's dim): Text.render leaves it to its caller.
-            own = console.get_style(piece.style) if isinstance(piece.style, str) else piece.style
-            under = base + own if own else base
-            segments = [Segment(s.text, under + s.style if s.style else under) for s in piece.render(console, end="") if s.text]
-            strips.append(Strip(segments).extend_cell_length(width, base))
+        strips = [Strip(segments_of(piece, console, base)).extend_cell_length(width, base) for piece in pieces]
         return strips or [Strip.blank(width, base)]
 
     def _lines_at(self, width: int) -> list[Strip]:

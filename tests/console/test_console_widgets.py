@@ -151,7 +151,6 @@ async def test_text_lines_repaint_only_the_line_that_changed_and_wrap_what_does_
         assert lines.size.height == 5
         shown = [lines.render_line(y).text.rstrip() for y in range(5)]
         assert " ".join(shown[1:3]).split() == long.split() and shown[3] == "line two"
-        assert "[b]x[/b]" in str(TextLines([Text("[b]x[/b]")]).render())  # markup stays text
 
 
 async def test_run_table_draws_each_status_in_its_look():
