@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
+import sys
+import termios
 from collections.abc import Callable
 from datetime import datetime
 
@@ -42,6 +45,20 @@ class ConsoleApp(App[None]):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(MainScreen(self.config))
         self.call_after_refresh(_after_first_frame)
+        if not self.is_headless and not self.is_web and sys.__stdin__ is not None and os.isatty(sys.__stdin__.fileno()):
+            self.set_interval(1.0, self._end_if_terminal_gone)
+
+    def _end_if_terminal_gone(self) -> None:
+        """A terminal that closed with no SIGHUP reaching the console (one started by a program that
+        gives it no controlling terminal: setsid, a supervisor) ends it as `q` does. Otherwise
+        Textual's input thread reads end-of-file without end, a core at 100 %, and its output
+        thread dies at the first write: the app blocks on a full queue and never ends (seen on
+        this machine: a console left so for 13 minutes, issue 12)."""
+        try:
+            termios.tcgetattr(sys.__stdin__.fileno())  # type: ignore[union-attr]
+        except termios.error as exc:
+            if exc.args and exc.args[0] == errno.EIO:  # hung up
+                self.exit()
 
     def _theme_changed(self, theme: Theme) -> None:
         use_theme(self.get_css_variables())

@@ -130,15 +130,22 @@ def run_demo(argv: list[str]) -> int:
         problem = session.worker_problem()
     finally:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        session.stop(say=lambda m: print(f"swarmkit-console demo: {m}", flush=True))
-    print(
+        session.stop(say=lambda m: _tell(f"swarmkit-console demo: {m}"))
+    _tell(
         f"swarmkit-console demo: the demo store stays in {session.folder}; its unfinished runs are back in the queue,\n"
         "  stopped, or lost once their lease runs out (all resumable):\n"
         f"  look again:           swarmkit-console {session.folder}\n"
-        f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)",
-        flush=True,
+        f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)"
     )
     return ExitCode.OK if problem is None else ExitCode.FAILED
+
+
+def _tell(message: str) -> None:
+    """Say it on stdout; a terminal that closed (the console ended for it) hears nothing, and the demo is stopped all the same."""
+    try:
+        print(message, flush=True)
+    except OSError:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,6 +81,18 @@ class PtyReader:
             os.close(self.master)
         return self.proc.returncode
 
+    def close_terminal(self, timeout: float = 30) -> int | None:
+        """Close the terminal's side, as a terminal window closing does, and wait for the process to end; None if it does not."""
+        self._stop = True
+        self.thread.join(timeout=5)
+        os.close(self.master)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            return None
+
 
 def test_sixteen_writers_and_the_console_on_one_sqlite_store(sqlite_url: str, workspace: Path, tmp_path: Path):
     seconds = 12 * scale()

@@ -75,6 +75,11 @@ def cell_text(column: str, value: str) -> Text:
     return safe_text(value, limit=_LIMITS.get(column))
 
 
+def cell_plain(column: str, value: str) -> str:
+    """The words of `cell_text(column, value)` for any column but the status (which has a look), without making a Text."""
+    return safe(value, _LIMITS.get(column))
+
+
 def cell_width(column: str, value: str) -> int:
     """The cells `cell_text(column, value)` takes, without making its Text: a column is
     measured on every row, a Text is made only for the rows painted."""
@@ -86,7 +91,7 @@ def cell_width(column: str, value: str) -> int:
                 # A status's glyph and word are the same in every theme: only its style follows one.
                 _STATUS_WIDTHS[value] = width
         return width
-    return cell_len(safe(value, _LIMITS.get(column)))
+    return cell_len(cell_plain(column, value))
 
 
 _STATUS_WIDTHS: dict[str, int] = {}

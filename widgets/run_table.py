@@ -33,12 +33,15 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_text, cell_width, sort_value
+from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_plain, cell_text, cell_width, sort_value
 from .tcss import load_css
 from .text_lines import segments_of, under_style
 
 PAD = 1  # cells of padding either side of a column, as DataTable draws them
 MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
+
+# A cell as last drawn: its value, width, style and mark, and its segments.
+_Kept = tuple[str, int, Style, "str | None", list[Segment]]
 
 
 class RunTable(ScrollView, can_focus=True):
@@ -100,7 +103,7 @@ class RunTable(ScrollView, can_focus=True):
         self._widths = [len(title) for _, title, _ in COLUMNS]
         self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
         self._strips: dict[str, tuple[tuple, Strip]] = {}
-        self._cell_segments: dict[str, dict[int, tuple[Text, int, Style, str | None, list[Segment]]]] = {}
+        self._cell_segments: dict[str, dict[int, _Kept]] = {}
         # Row indexes to repaint at the next flush, each with the cells (x from, x to) that
         # changed; None: the whole line (the cursor, a mark).
         self._dirty_lines: dict[int, tuple[int, int] | None] = {}
@@ -614,43 +617,57 @@ class RunTable(ScrollView, can_focus=True):
             style = style + self.get_component_rich_style("run-table--marked")
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
-        strip = self._line(self._cells_of(row), style, MARK if marked else None, self._cell_segments.setdefault(key, {}))
+        strip = self._row_line(shown, style, MARK if marked else None, self._cell_segments.setdefault(key, {}))
         self._strips[key] = (sig, strip)
         return strip
 
-    def _line(
-        self, cells: Sequence[Text], style: Style, mark: str | None = None,
-        kept: dict[int, tuple[Text, int, Style, str | None, list[Segment]]] | None = None,
-    ) -> Strip:
-        """One line of cells. `kept`: the row's rendered cells, by column, reused while cell, width, style and mark are the same.
+    def _row_line(self, shown: tuple[str, ...], style: Style, mark: str | None, kept: dict[int, _Kept]) -> Strip:
+        """A run's line: its cells end to end, each rendered when its value, width, style or mark changed.
 
-        A live run's row changes a cell or two a second (its usage, an age):
-        rendering only those through Rich is most of what idle costs."""
-        console = self.app.console
+        A live run's row changes a few cells a second (its usage, ages, burn): those
+        are made again, the others are the segments kept from the last time. A plain
+        cell that fits, its padding included, is one segment, made here; Rich renders
+        only a status (its look) or a value too wide for its column (bench/console_render.py)."""
         segments: list[Segment] = []
-        pad = Segment(" " * PAD, style)
-        for i, (cell, width) in enumerate(zip(cells, self._widths)):
+        for i, (value, width) in enumerate(zip(shown, self._widths)):
             lead = mark if i == 0 else None
-            done = kept.get(i) if kept is not None else None
-            if done is not None and done[0] is cell and done[1] == width and (done[2] is style or done[2] == style) and done[3] == lead:
+            done = kept.get(i)
+            if done is not None and done[0] == value and done[1] == width and (done[2] is style or done[2] == style) and done[3] == lead:
                 segments.extend(done[4])
                 continue
-            rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
-            used = cell_len(cell.plain)
-            if not cell.spans and used <= width:
-                # A cell is one style over one line (safe_text, status_text), nearly always
-                # short enough: its segment is made here, not by Rich's render of a Text
-                # (most of what drawing a live row cost).
-                rendered.append(Segment(cell.plain + " " * (width - used), under_style(cell, console, style)))
-            else:
-                text = cell.copy()
-                text.truncate(width, overflow="ellipsis", pad=True)
-                rendered.extend(segments_of(text, console, style))
-            rendered.append(pad)
-            # Joined once, when the cell is made (a plain cell and its padding are one
-            # segment): the line is then its cells end to end, with no pass over all of them.
-            rendered = list(Segment.simplify(rendered))
-            if kept is not None:
-                kept[i] = (cell, width, style, lead, rendered)
+            column = COLUMNS[i][0]
+            rendered: list[Segment] | None = None
+            if column != "status":
+                plain = cell_plain(column, value)
+                used = cell_len(plain)
+                if used <= width:
+                    body = plain + " " * (width - used + PAD)
+                    rendered = [Segment(" " * PAD + body, style)] if lead is None else [Segment(lead + " " * (PAD - 1), style + Style(bold=True)), Segment(body, style)]
+            if rendered is None:
+                rendered = self._cell(cell_text(column, value), width, style, lead)
+            kept[i] = (value, width, style, lead, rendered)
             segments.extend(rendered)
+        return Strip(segments, self._total_width())
+
+    def _cell(self, cell: Text, width: int, style: Style, lead: str | None) -> list[Segment]:
+        """A cell's segments through Rich: its padding (a mark in the first), its Text cut to `width`."""
+        console = self.app.console
+        pad = Segment(" " * PAD, style)
+        rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
+        used = cell_len(cell.plain)
+        if not cell.spans and used <= width:
+            rendered.append(Segment(cell.plain + " " * (width - used), under_style(cell, console, style)))
+        else:
+            text = cell.copy()
+            text.truncate(width, overflow="ellipsis", pad=True)
+            rendered.extend(segments_of(text, console, style))
+        rendered.append(pad)
+        # Joined once, when the cell is made: the line is then its cells end to end.
+        return list(Segment.simplify(rendered))
+
+    def _line(self, cells: Sequence[Text], style: Style) -> Strip:
+        """A line of Texts (the header's titles), every cell rendered."""
+        segments: list[Segment] = []
+        for cell, width in zip(cells, self._widths):
+            segments.extend(self._cell(cell, width, style, None))
         return Strip(segments, self._total_width())

@@ -125,6 +125,13 @@ def test_the_demo_exits_0_on_q_and_its_worker_ends_however_the_console_ends(tmp_
     assert demo.quit(b"", timeout=40) is not None, "the console did not end on SIGHUP"
     assert _gone(worker, 10), "the demo's worker outlived a closed terminal"
 
+    # A terminal that closes with no SIGHUP reaching the console (it has no controlling terminal:
+    # here it runs in a session of its own): it sees the terminal hung up and ends, demo and all.
+    # It used to spin a core at 100 % for as long as nobody killed it, its worker hosting the demo.
+    demo, worker = _start_demo(tmp_path / "closed")
+    assert demo.close_terminal(timeout=30) is not None, "the console outlived its closed terminal"
+    assert _gone(worker, 20), "the demo's worker outlived a closed terminal"
+
     # kill -9 of the console: nobody cleans up, and still nothing of the demo is left running.
     demo, worker = _start_demo(tmp_path / "kill")
     os.kill(demo.proc.pid, signal.SIGKILL)
