@@ -430,6 +430,7 @@ class RunTable(ScrollView, can_focus=True):
     def restyle(self) -> None:
         """The status looks changed (a new theme): draw every cell again."""
         self._cells.clear()
+        self._cell_segments.clear()  # kept by value: a status's look is not in its value
         self._strips.clear()
         self.refresh()
 

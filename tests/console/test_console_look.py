@@ -55,11 +55,17 @@ async def test_the_theme_chosen_is_kept_and_theme_names_one_for_this_session(sam
         assert app.theme == "textual-dark"
         app.theme = "textual-light"  # what the palette's theme picker does
         await until(pilot, lambda: settings_path().exists() and "textual-light" in settings_path().read_text(), what="the choice saved")
-        stopping = app.screen.query_one(RunTable).get_cell(run_id("stopping"), "status")
+        table = app.screen.query_one(RunTable)
+        stopping = table.get_cell(run_id("stopping"), "status")
+        await pilot.pause()
+        # What is drawn, not only the cell's Text: the table keeps each cell's segments by its value.
+        line = table.render_line(table.get_row_index(run_id("stopping")) - int(table.scroll_y) + 1)
+        drawn = next(seg for seg in line if "stopping" in seg.text)
     assert json.loads(settings_path().read_text())["theme"] == "textual-light"
     # The table's cells took the new theme's colours.
     light = Palette(BUILTIN_THEMES["textual-light"].to_color_system().generate())
     assert stopping.style == light.style(STATUS_LOOKS["stopping"].theme_style)
+    assert drawn.style is not None and drawn.style.color == light.style(STATUS_LOOKS["stopping"].theme_style).color
 
     again = frozen_app(None, sample)
     assert again.theme == "textual-light"
