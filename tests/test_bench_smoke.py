@@ -29,6 +29,7 @@ SCRIPTS = {
     "wal.py": "WAL largest",
     "http_api.py": "GET /jobs/{id} with 16 clients",
     "containment.py": "from the host frozen (SIGSTOP) to its agent dead",
+    "run_table_lines.py": "a changed line drawn",
 }
 
 
