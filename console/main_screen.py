@@ -73,6 +73,7 @@ class MainScreen(ActingScreen):
         self.jobs: dict[str, JobRecord] = {}
         self._shown_jobs: tuple[JobRecord, ...] | None = None  # the records the last applied poll showed
         self._runs_version = -1  # and its Snapshot.runs_version
+        self._shown_view: tuple[str | None, bool] | None = None  # and the filter and ended toggle it was read under
         self.snapshot: Snapshot | None = None
         self.show_ended = False
         self.text_filter = ""
@@ -202,7 +203,12 @@ class MainScreen(ActingScreen):
         # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
         self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
         fresh = {j.id: self._run_row(j, snap.at) for j in changed}
-        table.show(None if same_runs else list(jobs), fresh)
+        # Runs of another view than the last poll's (a filter set or cleared, ended runs shown or
+        # hidden): the operator asked for them, and reads them from the top. Runs that merely
+        # came in keep the cursor's run on its line.
+        view = (snap.text_filter, snap.all_ended)
+        table.show(None if same_runs else list(jobs), fresh, reframe=self._shown_view is not None and view != self._shown_view)
+        self._shown_view = view
         empty = self.part(Static, "#empty")
         empty.display = not snap.jobs
         if not snap.jobs and (words := self._empty_words()) != self._empty_said:

@@ -90,6 +90,7 @@ class Snapshot:
     whole: int = 0  # of which whole rows
     lost_check: str | None = None  # why lost detection did not run, if it did not
     all_ended: bool = field(default=False)
+    text_filter: str | None = None  # the filter the runs were read under
     clock_warning: str | None = None  # workers whose clocks are off the store's, in words
     partial: bool = False  # a first read of the newest runs only: poll again at once for the rest
     # The runs whose records changed in this poll (or were not held before it), with their new
@@ -275,6 +276,7 @@ class Poller:
             whole=whole,
             lost_check=lost_check,
             all_ended=show_ended,
+            text_filter=text_filter,
             clock_warning=clock_warning(got.skewed),
             partial=got.partial,
             changed=changed,

@@ -191,7 +191,7 @@ class RunTable(ScrollView, can_focus=True):
         """Make the table show exactly `rows` (in the table's own order)."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
-    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow]) -> TableChange:
+    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow], *, reframe: bool = False) -> TableChange:
         """Make the table show the runs `order` names, in the table's sort.
 
         `fresh` holds the row of every run not shown yet and of every run whose
@@ -199,7 +199,9 @@ class RunTable(ScrollView, can_focus=True):
         rows on screen, which are refreshed from `row_source`. Shown runs keep
         their places; new ones go where the sort puts them. `order` None: the
         same runs as before (a poll that changed none of them costs what it
-        changed, not what is shown).
+        changed, not what is shown). `reframe`: the runs are another view's (the
+        operator changed the filter): read from the top, as a new sort is; the cursor
+        keeps its run, shown as high as it can be without hiding runs above it.
         """
         if order is None:
             updated = sum(self._update(row) for key, row in fresh.items() if key in self._shown)
@@ -241,6 +243,8 @@ class RunTable(ScrollView, can_focus=True):
             structural = True
         if structural:
             self._index = None
+            if reframe and cursor_key in self._positions():
+                cursor_screen = min(self._positions()[cursor_key], max(0, self.scrollable_content_region.height - 2))
             self._settle_cursor(cursor_key, cursor_screen)
             self._resize()
             self.refresh()
@@ -553,6 +557,16 @@ class RunTable(ScrollView, can_focus=True):
             self.move_cursor(index)
             if event.chain >= 2:  # a double click opens it, as enter does
                 self.action_select_cursor()
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Rows that came in above the cursor were scrolled above the top to keep its run on its
+        # line; once the view is tall enough for every run (the filter box closed, the detail
+        # pane hidden), none is left hidden above empty lines. Textual would clamp the scroll
+        # only part of the way (by hand, the demo after `/deferred`, Escape: one run above the
+        # top, blank lines below, the cursor's run three lines down).
+        if self.scroll_y and len(self._order) < self.scrollable_content_region.height:
+            self._resize(0)
+            self.set_scroll(None, 0)
 
     def on_focus(self, event: events.Focus) -> None:
         self._base = None

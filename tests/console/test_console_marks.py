@@ -174,3 +174,26 @@ async def test_toasts_cover_only_the_message_line_and_the_footer(sqlite_url, wor
             assert toast.contains_region(message), "the message line's words are not shown twice"
             assert toast.bottom == size[1]
         app = make_app(sqlite_url, workspace, poll_interval=0.1)
+
+
+async def test_clearing_the_filter_shows_the_runs_from_the_top_the_cursor_on_its_run(sqlite_url, workspace, fast_env):
+    """By hand on the demo: `/deferred`, Enter, Escape. The runs that came back were newer than the
+    one under the cursor, and were scrolled above the top (its run kept its line): runs hidden,
+    blank lines below. Runs of another view are the operator's asking: they read from the top."""
+    await init_store(sqlite_url, workspace)
+    runs = await submit(sqlite_url, workspace, quick(workspace), count=6)
+    app = make_app(sqlite_url, workspace, poll_interval=0.1)
+    async with app.run_test(size=(160, 45)) as pilot:
+        screen = await first_poll(pilot)
+        table = screen.query_one(RunTable)
+        await until(pilot, lambda: table.row_count == 6, what="the rows")
+        oldest = table.shown_keys[-1]
+        assert table.select(oldest)
+        await pilot.press("slash", *oldest[:8], "enter")
+        await until(pilot, lambda: table.row_count == 1, what="the filtered row")
+        await pilot.press("escape")
+        await until(pilot, lambda: table.row_count == 6, what="every row again")
+        await pilot.pause()
+        assert table.selected_key == oldest
+        assert table.scroll_y == 0 and table.visible_keys() == table.shown_keys, "runs hidden above the top"
+        assert sorted(table.shown_keys) == sorted(runs)

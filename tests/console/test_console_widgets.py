@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.widgets import Static
 
 from swarmkit.widgets.log_tail import LogLine, LogTail, line_text
 from swarmkit.widgets.run_row import RunRow
@@ -174,6 +175,36 @@ async def test_run_table_draws_each_status_in_its_look():
 
 def screen_line(table: RunTable, key: str) -> int:
     return table.get_row_index(key) - int(table.scroll_y)
+
+
+class BoxAboveTableApp(App):
+    """A three-line box above the table, as the console's filter box is."""
+
+    CSS = "#box { height: 3; } RunTable { height: 1fr; }"
+
+    def compose(self) -> ComposeResult:
+        yield Static("filter", id="box")
+        yield RunTable()
+
+
+async def test_a_table_that_fits_once_the_box_above_closes_hides_no_run_above_its_top():
+    """By hand on the demo: `/deferred`, Escape. The runs that came back above the cursor were
+    scrolled above the top (its run kept its line), then the filter box closed and Textual
+    clamped the scroll part of the way: runs hidden above, blank lines below."""
+    app = BoxAboveTableApp()
+    async with app.run_test(size=(100, 14)) as pilot:
+        table = app.query_one(RunTable)
+        keys = [f"{i:032x}" for i in range(10)]
+        table.show_rows([row(keys[4], created_at=4)])  # the filter shows one run, the cursor on it
+        await pilot.pause()
+        table.show_rows([row(k, created_at=i) for i, k in enumerate(keys)])  # cleared: five newer come back above
+        await pilot.pause()
+        assert table.selected_key == keys[4] and table.cursor_row - int(table.scroll_y) == 0  # its run kept its line
+        app.query_one("#box").display = False
+        await pilot.pause()
+        await pilot.pause()
+        assert table.scroll_y == 0, "runs hidden above the top of a table that fits"
+        assert table.visible_keys() == keys[::-1] and table.selected_key == keys[4]
 
 
 async def test_run_table_rows_stay_put_when_statuses_change():
