@@ -95,7 +95,7 @@ class DataTableRunTable(DataTable):
         """Make the table show exactly `rows`, in that order."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
-    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow]) -> TableChange:
+    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow], *, reframe: bool = False) -> TableChange:
         """Make the table show the runs `order` names, in that order (None: the same as before).
 
         `fresh` holds the row of every run not shown yet and of every run whose

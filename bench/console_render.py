@@ -26,7 +26,9 @@ Builds a store of `--runs` runs (`--active` active) with bulk inserts, then:
    paints blank rows once it has shown them (polls, diffs, header and detail
    as usual); what a table costs is its figure minus the floor. Taken in three
    rounds, each table, the floor and the bare app in turn (the first paints
-   too, rep by rep): this machine's speed drifts within minutes.
+   too, rep by rep): this machine's speed drifts within minutes. And the
+   console at `--poll 2` (k9s refreshes every 2 s): half the polls, the same
+   ticking rows; twice the difference is what one poll a second costs.
 
 4. What is repainted each second at idle, in process (`--repaint-s`): the
    lines each widget renders per second and the frames per second, with the
@@ -337,7 +339,7 @@ def pty_paints(url: str, ws: str, reps: int, table: str) -> dict:
     return dict(paints=paints, paint_cpu=paint_cpu, hwm_mb=hwm)
 
 
-def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str], warm_s: float = 3.0) -> dict:
+def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str], warm_s: float = 3.0, poll: float = 1.0) -> dict:
     """The console's CPU while `live` runs tick: each second every one reports work and usage
     (none: nothing changes). Measured after `warm_s` seconds."""
     needle = asyncio.run(newest_active_short_id(url, ws)).encode()
@@ -361,7 +363,7 @@ def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str], warm
         asyncio.run(run())
 
     thread = threading.Thread(target=ticker, daemon=True)
-    con = PtyConsole(url, ws, table=table)
+    con = PtyConsole(url, ws, poll=poll, table=table)
     try:
         assert con.wait_for(needle, 60) is not None
         thread.start()
@@ -499,6 +501,7 @@ def main() -> None:
         floors: list[float] = []
         bares: list[float] = []
         bare_lines: list[float] = []
+        slow_polls: list[float] = []
         for _ in range(rounds):
             for kind in kinds:
                 one = idle_cpu(url, ws, part, kind, live)
@@ -507,11 +510,13 @@ def main() -> None:
                 r.setdefault("cpu_windows", []).extend(one["cpu_windows"])
                 r["ticks"] = r.get("ticks", 0) + one["ticks"]
             floors.append(idle_cpu(url, ws, part, "floor", live)["cpu_pct"])
+            slow_polls.append(idle_cpu(url, ws, part, kinds[0], live, poll=2.0)["cpu_pct"])
             bares.append(bare_idle(ws, part))
             bare_lines.append(bare_idle(ws, part, BARE_LINES))
         for kind in kinds:
             res[kind]["cpu_pct"] = sum(res[kind]["cpu_pcts"]) / rounds
         floor, bare_cpu, bare_lines_cpu = sum(floors) / rounds, sum(bares) / rounds, sum(bare_lines) / rounds
+        slow_poll = sum(slow_polls) / rounds
         repainted = asyncio.run(repaints(url, ws, live, args.repaint_s)) if args.repaint_s > 0 else None
     for kind in kinds:
         r = res[kind]
@@ -558,6 +563,8 @@ def main() -> None:
     print(f"  the same app drawing {BARE_LINES} full-width lines, every one changed each second (one segment a line; "
           f"no store, no poll): {bare_lines_cpu:.2f} % of a core: the least a Textual table costs whose {BARE_LINES} rows "
           f"on screen are live runs ticking (console {line_cpu:.2f} %: {line_cpu / max(bare_lines_cpu, 1e-9):.1f}x)")
+    print(f"  the console ({kinds[0]} table) with {args.live} live runs ticking at --poll 2 (k9s refreshes every 2 s): "
+          f"{slow_poll:.2f} % of a core; one poll a second costs {2 * (line_cpu - slow_poll):.2f} % of it")
     print(f"  CPU at idle on the {args.runs:,}-run store ({args.active:,} active), nothing changing, past its first minute, "
           f"line table: {big_idle:.2f} % of a core")
     if repainted is not None:
