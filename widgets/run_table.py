@@ -10,7 +10,9 @@ Rows stay put: the table keeps its own order. The default is newest first
 1..9 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
 change keeps its place; a new run is inserted where the sort puts it, and when
 that is above the cursor the view scrolls with it, so that the run under the
-cursor stays on the same screen line.
+cursor stays on the same screen line. Runs of a view the operator asked for
+(`show(..., reframe=True)`: a filter set or cleared) are read from the top, as
+after a new sort; and a table that fits its view hides no run above its top.
 
 Marks: the owner marks runs to act on several at once; a marked row shows
 `MARK` in its first cell of padding and the `run-table--marked` style. A run
@@ -642,7 +644,7 @@ class RunTable(ScrollView, can_focus=True):
         A live run's row changes a few cells a second (its usage, ages, burn): those
         are made again, the others are the segments kept from the last time. A plain
         cell that fits, its padding included, is one segment, made here; Rich renders
-        only a status (its look) or a value too wide for its column (bench/console_render.py)."""
+        only a status (its look) or a value too wide for its column (bench/run_table_lines.py)."""
         segments: list[Segment] = []
         for i, (value, width) in enumerate(zip(shown, self._widths)):
             lead = mark if i == 0 else None
