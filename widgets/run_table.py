@@ -46,6 +46,11 @@ MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Command
 _Kept = tuple[str, int, Style, "str | None", list[Segment]]
 
 
+def _lead(mark: str, style: Style) -> Segment:
+    """A marked row's first cell of padding: the mark, in bold."""
+    return Segment(mark + " " * (PAD - 1), style + Style(bold=True))
+
+
 class RunTable(ScrollView, can_focus=True):
     """A table of runs on Textual's line API; `show` diffs keyed rows and refreshes only changed lines.
 
@@ -659,7 +664,7 @@ class RunTable(ScrollView, can_focus=True):
                 used = cell_len(plain)
                 if used <= width:
                     body = plain + " " * (width - used + PAD)
-                    rendered = [Segment(" " * PAD + body, style)] if lead is None else [Segment(lead + " " * (PAD - 1), style + Style(bold=True)), Segment(body, style)]
+                    rendered = [Segment(" " * PAD + body, style)] if lead is None else [_lead(lead, style), Segment(body, style)]
             if rendered is None:
                 rendered = self._cell(cell_text(column, value), width, style, lead)
             kept[i] = (value, width, style, lead, rendered)
@@ -670,7 +675,7 @@ class RunTable(ScrollView, can_focus=True):
         """A cell's segments through Rich: its padding (a mark in the first), its Text cut to `width`."""
         console = self.app.console
         pad = Segment(" " * PAD, style)
-        rendered = [Segment(lead + " " * (PAD - 1), style + Style(bold=True)) if lead else pad]
+        rendered = [_lead(lead, style) if lead else pad]
         used = cell_len(cell.plain)
         if not cell.spans and used <= width:
             rendered.append(Segment(cell.plain + " " * (width - used), under_style(cell, console, style)))
