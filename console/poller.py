@@ -15,10 +15,10 @@ a handful of index entries:
 
 The poller holds every active run and the newest ended ones, and keeps what
 it derives from them (the order shown, the counts, the shown statuses) up to
-date row by row: a poll costs what changed, not what is held. Whatever it
-holds after a poll must agree with the marker's counts; when it does not (a
-row was deleted, or written by a host whose clock lags ours by more than
-SKEW), everything is read again. Measured in bench/console_poll.py.
+date row by row (`HeldRuns`, held_runs.py): a poll costs what changed, not
+what is held. Whatever it holds after a poll must agree with the marker's
+counts; when it does not (a row was deleted, or written by a host whose clock
+lags ours by more than SKEW), everything is read again. Measured in bench/console_poll.py.
 """
 
 from __future__ import annotations
@@ -26,11 +26,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from operator import attrgetter
+from datetime import datetime, timedelta
 
 from swarmkit.runtime.report import clock_warning
 from swarmkit.store.clock import store_now
@@ -53,9 +51,10 @@ from swarmkit.store.reads import (
     skewed_workers,
     updated_between,
 )
-from swarmkit.store.records import OVERDUE, STALL_AFTER, JobRecord
+from swarmkit.store.records import STALL_AFTER, JobRecord
 from swarmkit.store.statuses import ACTIVE_STATUSES, RUNNING
 
+from .held_runs import HeldRuns
 from .store_link import PollStore, StoreLink
 
 log = logging.getLogger("swarmkit.console")
@@ -75,8 +74,6 @@ SKEW = timedelta(seconds=5)
 # Each row read before the first frame is made into a record, a table row and its
 # cells: no more of them than the screen can show.
 PEEK = 100
-# The window of a store holding fewer ended runs than ENDED_BOUND: every row.
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -98,6 +95,9 @@ class Snapshot:
     changed: Mapping[str, JobRecord] = field(default_factory=dict)
     # Moves when the runs shown may be others (joined, left); the same: the same runs as the last poll.
     runs_version: int = 0
+    # The records of the runs shown stopping (their ETA's node durations are read for them): the
+    # poller keeps them indexed, so no poll walks every active run to find them.
+    stopping: tuple[JobRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ class Poller:
         # A run whose row is read again at every poll: the one the detail
         # pane shows (its heartbeat moves without touching updated_at).
         self.focus: str | None = None
-        self._cache: dict[str, JobRecord] = {}
+        self.held = HeldRuns(ended_bound, linger)
         self._marker: ChangeMarker | None = None
         self._filter: str | None = None
         self._shown_active: dict[str, int] = {}
@@ -173,33 +173,6 @@ class Poller:
         self._ended_counts: dict[str, int] = {}
         self._ended_since: dict[str, str] = {}
         self._recount_latest: datetime | None = None
-        # Kept up to date row by row, so that a poll costs what changed, not
-        # what is held: the counts the marker is checked against, the active
-        # runs in their order, the ended and the running ones.
-        self._window_after: datetime = _EPOCH  # fixed from one full read to the next
-        self._n_active = 0
-        self._n_window = 0
-        self._active_keys: list[tuple[datetime, str]] = []  # (created_at, id), ascending
-        self._ended: dict[str, JobRecord] = {}
-        self._running: dict[str, JobRecord] = {}
-        # The active statuses held (the counts shown, when no filter applies),
-        # and what the shown statuses of running runs derive from: the runs
-        # with a cancel or stop requested, and the others by their last sign
-        # of work (stalled past STALL_AFTER), so that counting them is a
-        # bisection, not a pass over a thousand running runs each poll.
-        self._held_counts: dict[str, int] = {}
-        self._cancelling: set[str] = set()
-        self._stopping: set[str] = set()
-        # Stopping runs by when their stop shows overdue, and quiet ones by when they show stalled.
-        self._stop_due: list[tuple[datetime, str]] = []
-        self._quiet: list[tuple[datetime, str]] = []
-        self._order_dirty = True
-        self._active_desc: list[str] = []
-        self._ended_sorted: list[JobRecord] | None = None
-        self._rows_dirty = True
-        self._shown: tuple[tuple[bool, int], tuple[JobRecord, ...]] | None = None
-        self._changed: set[str] = set()  # changed since the last snapshot handed out
-        self._runs_version = 0
 
     def forget(self) -> None:
         """Read everything again next time (after a fault, the cache may be of another store)."""
@@ -241,21 +214,19 @@ class Poller:
                 log.info("marking lost runs failed: %s", exc)
             got = await self._read(store, replace(plan, check_lease=False))
         fetched, whole = self._take(got, text_filter, read_at)
-        if not got.full and text_filter is None and got.marker is not None and (self._n_active, self._n_window) != (got.marker.active, got.marker.window):
+        if not got.full and text_filter is None and got.marker is not None and (self.held.n_active, self.held.n_window) != (got.marker.active, got.marker.window):
             # What we hold disagrees with the store (a row deleted, or changed by
             # a writer whose clock lags ours more than SKEW): read it all again.
             got = await self._read(store, replace(plan, full=True, check_lease=False, window_after=None))
             more, more_whole = self._take(got, text_filter, read_at)
             fetched, whole = fetched + more, whole + more_whole
         now = self.clock()
-        jobs = self._view(now, show_ended)
+        jobs = self.held.view(now, show_ended)
         counts = self._counts()
         # Shown statuses (stopping, cancelling, stalled) are derived from running
         # rows, by the rule of JobRecord.display_status.
         if self._filter is None:
-            overdue = bisect_left(self._stop_due, (now,))
-            shown = {"cancelling": len(self._cancelling), "stopping": len(self._stopping) - overdue, OVERDUE: overdue,
-                     "stalled": bisect_left(self._quiet, (now,))}
+            shown = self.held.shown_counts(now)
         else:
             # Filtered, the poller holds only what matches: the whole store's shown
             # counts come with each full read, so the bar keeps one vocabulary.
@@ -265,7 +236,7 @@ class Poller:
                 counts[RUNNING] = counts.get(RUNNING, 0) - n
                 counts[status] = counts.get(status, 0) + n
         # Cleared only once handed out: what a poll that failed half-way took is still news to the next.
-        changed, self._changed = {key: self._cache[key] for key in self._changed if key in self._cache}, set()
+        changed = self.held.take_changed()
         return Snapshot(
             jobs=jobs,
             counts={k: v for k, v in counts.items() if v},
@@ -280,7 +251,8 @@ class Poller:
             clock_warning=clock_warning(got.skewed),
             partial=got.partial,
             changed=changed,
-            runs_version=self._runs_version,
+            runs_version=self.held.runs_version,
+            stopping=self.held.stopping(),
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:
@@ -297,8 +269,8 @@ class Poller:
             lease_s=self.lease_s,
             now=self.clock(),
             previous=self._marker,
-            expect=(self._n_active, self._n_window) if unfiltered else None,
-            window_after=self._window_after if unfiltered else None,
+            expect=(self.held.n_active, self.held.n_window) if unfiltered else None,
+            window_after=self.held.window_after if unfiltered else None,
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
             peek=not self._peeked and text_filter is None,  # as in _poll
@@ -340,7 +312,7 @@ class Poller:
                 # or came from a lagging clock), narrow first: most are held already.
                 changed = jobs_changed_after(conn, prev.latest)
                 got.narrow = updated_between(conn, prev.latest - SKEW, prev.latest)
-                cache = self._cache
+                cache = self.held
                 missed = [job_id for job_id, at in got.narrow if (held := cache.get(job_id)) is None or held.updated_at != at]
                 got.rows = changed + get_jobs(conn, missed)
         if full:
@@ -374,9 +346,9 @@ class Poller:
         whole = len(got.rows) + len(got.running) + (1 if got.focus is not None else 0)
         narrow = {job_id for job_id, _ in got.narrow} - {j.id for j in got.rows}
         if got.full:
-            self._reset(got.rows, got.marker)
-            if got.focus is not None and got.focus.id in self._cache:
-                self._put(got.focus)
+            self.held.reset(got.rows)
+            if got.focus is not None and got.focus.id in self.held:
+                self.held.put(got.focus)
             # After a partial first read, the next poll reads everything.
             self._last_full = float("-inf") if got.partial else time.monotonic()
             self._partial = got.partial
@@ -389,14 +361,15 @@ class Poller:
             self._recount_latest = got.marker.latest
         else:
             held_only = text_filter is not None  # filtered: only rows already shown are refreshed
+            held = self.held
             for job in got.rows:
-                if not held_only or job.id in self._cache:
-                    self._put(job)
+                if not held_only or job.id in held:
+                    held.put(job)
             for job in got.running:
-                if not held_only or job.id in self._cache:
-                    self._put(job)
-            if got.focus is not None and got.focus.id in self._cache:
-                self._put(got.focus)
+                if not held_only or job.id in held:
+                    held.put(job)
+            if got.focus is not None and got.focus.id in held:
+                held.put(got.focus)
             if got.counts is not None:
                 self._active_counts = dict(got.counts)
             for job in got.rows:
@@ -408,130 +381,6 @@ class Poller:
         self._last_read_at = read_at
         return whole + len(narrow), whole
 
-    def _reset(self, rows: list[JobRecord], marker: ChangeMarker) -> None:
-        """Hold exactly `rows` (a full read): all active runs and the newest ended ones.
-
-        A run read the same as it was held keeps its held record, and is not
-        counted as changed: a full read every FULL_EVERY_S costs the owner
-        what changed, not a new row for every run."""
-        held = self._cache
-        for i, job in enumerate(rows):
-            old = held.get(job.id)
-            if old is not None and old == job:
-                rows[i] = old
-            else:
-                self._changed.add(job.id)
-        self._cache = {j.id: j for j in rows}
-        ended = [j for j in rows if j.status not in ACTIVE_STATUSES]
-        # From now to the next full read, the marker counts the rows updated
-        # after the oldest ended run held: every one of them is held, so a
-        # deleted one shows.
-        self._window_after = min(j.updated_at for j in ended) if len(ended) >= self.ended_bound else _EPOCH
-        self._n_window = sum(1 for j in rows if j.updated_at > self._window_after)
-        active = [j for j in rows if j.status in ACTIVE_STATUSES]
-        self._n_active = len(active)
-        self._active_keys = sorted((j.created_at, j.id) for j in active)
-        self._ended = {j.id: j for j in ended}
-        self._running = {}
-        self._held_counts = {}
-        self._cancelling, self._stopping, self._quiet, self._stop_due = set(), set(), [], []
-        for job in active:
-            self._held_counts[job.status] = self._held_counts.get(job.status, 0) + 1
-            if job.status == RUNNING:
-                self._running[job.id] = job
-                self._index_running(job)
-        self._quiet.sort()
-        self._stop_due.sort()
-        self._order_dirty = True
-        self._ended_sorted = None
-        self._rows_dirty = True
-
-    def _put(self, job: JobRecord) -> None:
-        """Hold `job` in place of what was held under its id, keeping the bookkeeping exact."""
-        cache = self._cache
-        old = cache.get(job.id)
-        if old is not None and old == job:
-            # Read again, the same (the detail pane's run, a quiet running row): the held
-            # record stays, and a poll that read only such rows shows the very records of the last.
-            return
-        cache[job.id] = job
-        self._rows_dirty = True
-        self._changed.add(job.id)
-        w = self._window_after
-        is_active = job.status in ACTIVE_STATUSES
-        was_active = old is not None and old.status in ACTIVE_STATUSES
-        if old is not None and old.updated_at > w:
-            self._n_window -= 1
-        if job.updated_at > w:
-            self._n_window += 1
-        if was_active != is_active or (is_active and old is not None and old.created_at != job.created_at):
-            if was_active:
-                assert old is not None
-                self._n_active -= 1
-                key = (old.created_at, old.id)
-                i = bisect_left(self._active_keys, key)
-                if i < len(self._active_keys) and self._active_keys[i] == key:
-                    del self._active_keys[i]
-            if is_active:
-                self._n_active += 1
-                insort(self._active_keys, (job.created_at, job.id))
-            self._order_dirty = True
-        if old is not None and not was_active:
-            self._ended.pop(job.id, None)
-            self._ended_sorted = None
-        if not is_active:
-            self._ended[job.id] = job
-            self._ended_sorted = None
-        if was_active:
-            assert old is not None
-            self._held_counts[old.status] -= 1
-        if is_active:
-            self._held_counts[job.status] = self._held_counts.get(job.status, 0) + 1
-        if old is not None and old.status == RUNNING:
-            self._unindex_running(old)
-            self._running.pop(job.id, None)
-        if job.status == RUNNING:
-            self._running[job.id] = job
-            self._index_running(job, sorted_insert=True)
-
-    def _index_running(self, job: JobRecord, sorted_insert: bool = False) -> None:
-        if job.cancel_requested_at is not None:
-            self._cancelling.add(job.id)
-        elif job.stop_requested_at is not None:
-            self._stopping.add(job.id)
-            if job.stop_overdue_at is not None:
-                self._add(self._stop_due, (job.stop_overdue_at, job.id), sorted_insert)
-        else:
-            due = job.stall_deadline(STALL_AFTER)
-            if due is not None:
-                self._add(self._quiet, (due, job.id), sorted_insert)
-
-    @staticmethod
-    def _add(keys: list[tuple[datetime, str]], key: tuple[datetime, str], sorted_insert: bool) -> None:
-        if sorted_insert:
-            insort(keys, key)
-        else:
-            keys.append(key)
-
-    @staticmethod
-    def _remove(keys: list[tuple[datetime, str]], key: tuple[datetime, str]) -> None:
-        i = bisect_left(keys, key)
-        if i < len(keys) and keys[i] == key:
-            del keys[i]
-
-    def _unindex_running(self, job: JobRecord) -> None:
-        self._cancelling.discard(job.id)
-        self._stopping.discard(job.id)
-        if job.cancel_requested_at is not None:
-            return
-        if job.stop_requested_at is not None:
-            if job.stop_overdue_at is not None:
-                self._remove(self._stop_due, (job.stop_overdue_at, job.id))
-            return
-        due = job.stall_deadline(STALL_AFTER)
-        if due is not None:
-            self._remove(self._quiet, (due, job.id))
-
     def _counts(self) -> dict[str, int]:
         counts = dict(self._ended_counts)
         for status in self._ended_since.values():
@@ -541,30 +390,6 @@ class Poller:
         # Unfiltered, every active run is held (and the marker checked it):
         # their count needs no query. Filtered, the last full read's.
         # A partial first read holds only the newest: the store's counts, read with it.
-        counts.update(self._held_counts if self._filter is None and not self._partial else self._active_counts)
+        counts.update(self.held.status_counts if self._filter is None and not self._partial else self._active_counts)
         return counts
 
-    def _view(self, now: datetime, show_ended: bool) -> tuple[JobRecord, ...]:
-        """Active runs, newest first, then the newest ended ones (bounded); rebuilt only when something changed."""
-        cache = self._cache
-        if self._order_dirty:
-            # created_at never changes: the order only moves when runs join or leave.
-            self._order_dirty = False
-            self._active_desc = [job_id for _, job_id in reversed(self._active_keys)]
-            self._rows_dirty = True
-            self._runs_version += 1
-        if self._ended_sorted is None:
-            self._ended_sorted = sorted(self._ended.values(), key=attrgetter("updated_at", "id"), reverse=True)[: self.ended_bound]
-            self._rows_dirty = True
-            self._runs_version += 1
-        ended = self._ended_sorted
-        if not show_ended:
-            cutoff = now - self.linger
-            ended = [j for j in ended if (j.ended_at or j.updated_at) >= cutoff]
-        key = (show_ended, len(ended))
-        if self._shown is not None and self._shown[0] != key:
-            self._runs_version += 1
-        if self._rows_dirty or self._shown is None or self._shown[0] != key:
-            self._rows_dirty = False
-            self._shown = (key, tuple(map(cache.__getitem__, self._active_desc)) + tuple(ended))
-        return self._shown[1]

@@ -17,15 +17,15 @@ after a new sort; and a table that fits its view hides no run above its top.
 Marks: the owner marks runs to act on several at once; a marked row shows
 `MARK` in its first cell of padding and the `run-table--marked` style. A run
 that leaves the table loses its mark: nothing is acted on unseen.
+
+The order and its sort are `RowOrder`'s (row_order.py); the lines' strips
+and cells are made and kept by `RowPainter` (row_painter.py).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 
-from rich.cells import cell_len
-from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -35,20 +35,12 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from .run_row import COLUMN_INDEX, COLUMNS, Reversed, RunRow, TableChange, cell_plain, cell_text, cell_width, sort_value
+from .row_order import RowOrder
+from .row_painter import MARK, PAD, RowPainter, line, line_width
+from .run_row import COLUMN_INDEX, COLUMNS, RunRow, TableChange, cell_width
 from .tcss import load_css
-from .text_lines import segments_of, under_style
 
-PAD = 1  # cells of padding either side of a column, as DataTable draws them
-MARK = "*"  # drawn in a marked row's first cell of padding (as Midnight Commander tags files)
-
-# A cell as last drawn: its value, width, style and mark, and its segments.
-_Kept = tuple[str, int, Style, "str | None", list[Segment]]
-
-
-def _lead(mark: str, style: Style) -> Segment:
-    """A marked row's first cell of padding: the mark, in bold."""
-    return Segment(mark + " " * (PAD - 1), style + Style(bold=True))
+__all__ = ["MARK", "PAD", "RunTable"]
 
 
 class RunTable(ScrollView, can_focus=True):
@@ -101,16 +93,10 @@ class RunTable(ScrollView, can_focus=True):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._shown: dict[str, RunRow] = {}
-        self._order: list[str] = []  # keys in the order shown
-        self._index: dict[str, int] | None = {}  # key -> position in _order; None when stale
-        self._sort_keys: list[tuple] = []  # the sort value of each row in _order, for inserts
-        self.sort_column: str | None = None
-        self.sort_reverse = False
+        self._rows = RowOrder()
         self.cursor_row = 0
         self._widths = [len(title) for _, title, _ in COLUMNS]
-        self._cells: dict[str, tuple[tuple[str, ...], list[Text]]] = {}
-        self._strips: dict[str, tuple[tuple, Strip]] = {}
-        self._cell_segments: dict[str, dict[int, _Kept]] = {}
+        self._painter = RowPainter()
         # Row indexes to repaint at the next flush, each with the cells (x from, x to) that
         # changed; None: the whole line (the cursor, a mark).
         self._dirty_lines: dict[int, tuple[int, int] | None] = {}
@@ -122,6 +108,20 @@ class RunTable(ScrollView, can_focus=True):
         self.row_source: Callable[[str], RunRow | None] | None = None
 
     # --- what is shown ------------------------------------------------------------
+
+    @property
+    def _order(self) -> list[str]:
+        """The keys in the order shown."""
+        return self._rows.keys
+
+    @property
+    def sort_column(self) -> str | None:
+        """The column the rows are sorted by; None: newest first."""
+        return self._rows.column
+
+    @property
+    def sort_reverse(self) -> bool:
+        return self._rows.reverse
 
     @property
     def row_count(self) -> int:
@@ -148,7 +148,7 @@ class RunTable(ScrollView, can_focus=True):
 
     def get_cell(self, key: str, column: str) -> Text:
         """The text a cell shows (as made safe), by run id and column key."""
-        return self._cells_of(self._shown[key])[COLUMN_INDEX[column]]
+        return self._painter.texts(self._shown[key])[COLUMN_INDEX[column]]
 
     def select(self, key: str) -> bool:
         index = self._positions().get(key)
@@ -188,9 +188,7 @@ class RunTable(ScrollView, can_focus=True):
         self._flush_lines()
 
     def _positions(self) -> dict[str, int]:
-        if self._index is None:
-            self._index = {k: i for i, k in enumerate(self._order)}
-        return self._index
+        return self._rows.positions()
 
     # --- diffing ------------------------------------------------------------------
 
@@ -226,12 +224,8 @@ class RunTable(ScrollView, can_focus=True):
             for key in gone:
                 del self._shown[key]
                 self._marked.discard(key)
-                self._strips.pop(key, None)
-                self._cells.pop(key, None)
-                self._cell_segments.pop(key, None)
-            keep = [i for i, k in enumerate(self._order) if k in wanted]
-            self._order = [self._order[i] for i in keep]
-            self._sort_keys = [self._sort_keys[i] for i in keep]
+                self._painter.forget(key)
+            self._rows.keep_only(wanted)
             removed = len(gone)
             structural = True
         new_rows: list[RunRow] = []
@@ -249,7 +243,6 @@ class RunTable(ScrollView, can_focus=True):
             added = len(new_rows)
             structural = True
         if structural:
-            self._index = None
             if reframe and cursor_key in self._positions():
                 cursor_screen = min(self._positions()[cursor_key], max(0, self.scrollable_content_region.height - 2))
             self._settle_cursor(cursor_key, cursor_screen)
@@ -264,40 +257,7 @@ class RunTable(ScrollView, can_focus=True):
         for row in rows:
             self._shown[row.key] = row
             self._widen(row)
-        if not self._order:
-            rows.sort(key=self._sort_key)
-            self._order = [r.key for r in rows]
-            self._sort_keys = [self._sort_key(r) for r in rows]
-            return
-        if len(rows) > 64:
-            # Many at once: merge in one pass, keeping shown rows where they are relative to each other.
-            rows.sort(key=self._sort_key)
-            merged: list[str] = []
-            keys: list[tuple] = []
-            i = 0
-            for key, sk in zip(self._order, self._sort_keys):
-                while i < len(rows) and self._sort_key(rows[i]) < sk:
-                    merged.append(rows[i].key)
-                    keys.append(self._sort_key(rows[i]))
-                    i += 1
-                merged.append(key)
-                keys.append(sk)
-            for r in rows[i:]:
-                merged.append(r.key)
-                keys.append(self._sort_key(r))
-            self._order, self._sort_keys = merged, keys
-            return
-        for row in rows:
-            sk = self._sort_key(row)
-            # Shown rows keep their places when values change, so the order
-            # stays sorted on the values the rows had when placed: bisect on those.
-            at = bisect_right(self._sort_keys, sk)
-            self._order.insert(at, row.key)
-            self._sort_keys.insert(at, sk)
-
-    def _sort_key(self, row: RunRow) -> tuple:
-        value = sort_value(row, self.sort_column)
-        return Reversed(value) if self.sort_reverse else value  # type: ignore[return-value]
+        self._rows.insert(rows)
 
     def _settle_cursor(self, cursor_key: str | None, cursor_screen: int) -> None:
         if not self._order:
@@ -320,13 +280,8 @@ class RunTable(ScrollView, can_focus=True):
         """Sort by a column (`None`: newest first); the same column again reverses it. The cursor keeps its run."""
         if reverse is None:
             reverse = (not self.sort_reverse) if column == self.sort_column and column is not None else False
-        self.sort_column, self.sort_reverse = column, reverse
         cursor_key = self.selected_key
-        rows = [self._shown[k] for k in self._order]
-        rows.sort(key=self._sort_key)
-        self._order = [r.key for r in rows]
-        self._sort_keys = [self._sort_key(r) for r in rows]
-        self._index = None
+        self._rows.sort([self._shown[k] for k in self._order], column, reverse)
         self._header = None
         # A new order asked for is read from its top: the cursor keeps its run, shown
         # as high as it can be without hiding rows above it.
@@ -382,21 +337,7 @@ class RunTable(ScrollView, can_focus=True):
         self.virtual_size = Size(self._total_width(), height)
 
     def _total_width(self) -> int:
-        return sum(w + 2 * PAD for w in self._widths)
-
-    def _cells_of(self, row: RunRow) -> list[Text]:
-        shown = row.shown()
-        cached = self._cells.get(row.key)
-        if cached is not None and cached[0] == shown:
-            return cached[1]
-        if cached is None:
-            cells = [cell_text(col, value) for (col, _, _), value in zip(COLUMNS, shown)]
-        else:
-            # A live run changes a cell or two a poll (its usage, an age): the others keep their Text.
-            before, old = cached
-            cells = [cell if value == was else cell_text(col, value) for (col, _, _), value, was, cell in zip(COLUMNS, shown, before, old)]
-        self._cells[row.key] = (shown, cells)
-        return cells
+        return line_width(self._widths)
 
     def _refresh_key(self, key: str) -> None:
         index = self._positions().get(key)
@@ -433,16 +374,13 @@ class RunTable(ScrollView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._strips.clear()
-        self._cell_segments.clear()
+        self._painter.redraw()
         self._header = None
         self._base = None
 
     def restyle(self) -> None:
         """The status looks changed (a new theme): draw every cell again."""
-        self._cells.clear()
-        self._cell_segments.clear()  # kept by value: a status's look is not in its value
-        self._strips.clear()
+        self._painter.restyle()
         self.refresh()
 
     # --- the cursor -----------------------------------------------------------------
@@ -471,8 +409,8 @@ class RunTable(ScrollView, can_focus=True):
         age, and the terminal is sent those cells, not the line (bench/console_render.py)."""
         if index in self._dirty_lines and self._dirty_lines[index] is None:
             return
-        x0 = sum(w + 2 * PAD for w in self._widths[:first])
-        x1 = x0 + sum(w + 2 * PAD for w in self._widths[first : last + 1])
+        x0 = line_width(self._widths[:first])
+        x1 = x0 + line_width(self._widths[first : last + 1])
         was = self._dirty_lines.get(index)
         self._dirty_lines[index] = (min(x0, was[0]), max(x1, was[1])) if was is not None else (x0, x1)
 
@@ -620,76 +558,21 @@ class RunTable(ScrollView, can_focus=True):
             if t.cell_len > widths[i]:
                 self._widths[i] = widths[i] = t.cell_len
                 self._resize()
-                self._strips.clear()
+                self._painter.widened()
         sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
-        strip = self._line(titles, style)
+        strip = line(titles, self._widths, style, self.app.console)
         self._header = (sig, strip)
         return strip
 
     def _row_strip(self, key: str, cursor: bool, marked: bool = False) -> Strip:
-        row = self._shown[key]
-        shown = row.shown()
-        focused = self.has_focus
-        sig = (shown, tuple(self._widths), cursor, focused, marked)
-        cached = self._strips.get(key)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
+        shown = self._shown[key].shown()
+        sig = (shown, tuple(self._widths), cursor, self.has_focus, marked)
+        strip = self._painter.kept(key, sig)
+        if strip is not None:
+            return strip
         style = self._base_style
         if marked:
             style = style + self.get_component_rich_style("run-table--marked")
         if cursor:
-            style = style + self.get_component_rich_style("run-table--cursor" if focused else "run-table--cursor-blurred")
-        strip = self._row_line(shown, style, MARK if marked else None, self._cell_segments.setdefault(key, {}))
-        self._strips[key] = (sig, strip)
-        return strip
-
-    def _row_line(self, shown: tuple[str, ...], style: Style, mark: str | None, kept: dict[int, _Kept]) -> Strip:
-        """A run's line: its cells end to end, each rendered when its value, width, style or mark changed.
-
-        A live run's row changes a few cells a second (its usage, ages, burn): those
-        are made again, the others are the segments kept from the last time. A plain
-        cell that fits, its padding included, is one segment, made here; Rich renders
-        only a status (its look) or a value too wide for its column (bench/run_table_lines.py)."""
-        segments: list[Segment] = []
-        for i, (value, width) in enumerate(zip(shown, self._widths)):
-            lead = mark if i == 0 else None
-            done = kept.get(i)
-            if done is not None and done[0] == value and done[1] == width and (done[2] is style or done[2] == style) and done[3] == lead:
-                segments.extend(done[4])
-                continue
-            column = COLUMNS[i][0]
-            rendered: list[Segment] | None = None
-            if column != "status":
-                plain = cell_plain(column, value)
-                used = cell_len(plain)
-                if used <= width:
-                    body = plain + " " * (width - used + PAD)
-                    rendered = [Segment(" " * PAD + body, style)] if lead is None else [_lead(lead, style), Segment(body, style)]
-            if rendered is None:
-                rendered = self._cell(cell_text(column, value), width, style, lead)
-            kept[i] = (value, width, style, lead, rendered)
-            segments.extend(rendered)
-        return Strip(segments, self._total_width())
-
-    def _cell(self, cell: Text, width: int, style: Style, lead: str | None) -> list[Segment]:
-        """A cell's segments through Rich: its padding (a mark in the first), its Text cut to `width`."""
-        console = self.app.console
-        pad = Segment(" " * PAD, style)
-        rendered = [_lead(lead, style) if lead else pad]
-        used = cell_len(cell.plain)
-        if not cell.spans and used <= width:
-            rendered.append(Segment(cell.plain + " " * (width - used), under_style(cell, console, style)))
-        else:
-            text = cell.copy()
-            text.truncate(width, overflow="ellipsis", pad=True)
-            rendered.extend(segments_of(text, console, style))
-        rendered.append(pad)
-        # Joined once, when the cell is made: the line is then its cells end to end.
-        return list(Segment.simplify(rendered))
-
-    def _line(self, cells: Sequence[Text], style: Style) -> Strip:
-        """A line of Texts (the header's titles), every cell rendered."""
-        segments: list[Segment] = []
-        for cell, width in zip(cells, self._widths):
-            segments.extend(self._cell(cell, width, style, None))
-        return Strip(segments, self._total_width())
+            style = style + self.get_component_rich_style("run-table--cursor" if self.has_focus else "run-table--cursor-blurred")
+        return self._painter.row(key, sig, shown, self._widths, style, MARK if marked else None, self.app.console)
