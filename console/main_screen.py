@@ -42,6 +42,9 @@ from .usual_durations import UsualDurations
 
 log = logging.getLogger("swarmkit.console")
 
+# How often the detail of a queued run is read again though its row did not change (workers that cannot load it say so in events).
+QUEUED_DETAIL_EVERY_S = 3.0
+
 
 class MainScreen(ActingScreen):
     """Watches one store and acts on its runs."""
@@ -85,7 +88,7 @@ class MainScreen(ActingScreen):
         self._detail_key: str | None = None
         self._detail_dirty = False
         self._detail_busy = False
-        self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...]]] = {}
+        self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...], float]] = {}  # by run: updated_at, sections, monotonic read time
         self._row_at: datetime | None = None  # the time the table's rows are shown at
         self._applied_at: float | None = None  # monotonic time of the last poll applied
         self._unmounted = False
@@ -219,7 +222,7 @@ class MainScreen(ActingScreen):
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
-        if wanted := self.usual.wanted(snap.jobs, snap.at):
+        if snap.stopping and (wanted := self.usual.wanted(snap.stopping, snap.at)):
             self._read_usual(wanted)
 
     @work(group="usual")
@@ -345,8 +348,9 @@ class MainScreen(ActingScreen):
             detail.show(None, "no run selected" if self.jobs else "no runs shown")
             return
         cached = self._sections.get(job.id)
-        # A queued run's row does not change when a worker says it cannot load it: look again.
-        if cached is not None and cached[0] == job.updated_at and job.status != "queued":
+        # A queued run's row does not change when a worker says it cannot load it: look again, every
+        # few seconds (each poll, it was a fifth of the console's idle CPU with a queued run selected).
+        if cached is not None and cached[0] == job.updated_at and (job.status != "queued" or time.monotonic() - cached[2] < QUEUED_DETAIL_EVERY_S):
             detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
             return
         if cached is not None:
@@ -387,7 +391,7 @@ class MainScreen(ActingScreen):
                 if job is None or self.closing:
                     continue
                 sections = detail_sections(cps, trail, wss, recent, steps=job.steps)
-                self._sections[key] = (job.updated_at, sections)
+                self._sections[key] = (job.updated_at, sections, time.monotonic())
                 if len(self._sections) > 64:
                     self._sections.pop(next(iter(self._sections)))
                 shown = self.jobs.get(key, job)
