@@ -37,7 +37,7 @@ def help_text(entries: list[tuple[str, str]], read_only: bool) -> Text:
     wide = max(len(look.word) for look in STATUS_LOOKS.values())
     for look in STATUS_LOOKS.values():
         out.append(f"  {look.glyph} {look.word.ljust(wide)}", style=look.style)
-        out.append(f" {look.meaning}\n")
+        out.append(f"  {look.meaning}\n")
     out.append("\nstopping, stop overdue, cancelling and stalled are shown, never stored: a running run with a\n"
                "stop or cancel requested, or with no sign of work for a while.", style="dim")
     return out

@@ -23,6 +23,7 @@ from swarmkit.runtime.run_columns import burn_text
 from swarmkit.runtime.settings import default_actor
 from swarmkit.store.engine import is_store_fault
 from swarmkit.store.records import JobRecord
+from swarmkit.widgets.filter_box import FilterBox
 from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
 from swarmkit.widgets.run_row import RunRow
@@ -102,7 +103,7 @@ class MainScreen(ActingScreen):
     def compose(self) -> ComposeResult:
         yield StateCounts(self._summary(), id="header")
         yield Static(id="banner")
-        yield Input(placeholder="filter runs by flow, id, status or node; enter keeps it, escape clears it", id="filter")
+        yield FilterBox(placeholder="filter runs by flow, id, status or node; enter keeps it, escape clears it", id="filter")
         yield Static(id="empty")
         yield RunTable(id="runs")
         yield RunDetail(id="detail")
@@ -285,6 +286,8 @@ class MainScreen(ActingScreen):
             data_age=data_age,
             stale=stale,
             burn=burn_text(self.burn.total(self.clock())) if snap else "",
+            # Filtered, a poll reads only the runs that match: the meter sees only their spending.
+            burn_filtered=snap is not None and snap.text_filter is not None,
             view=self._view_words(),
             read_only=self.read_only,
             clock=self.clock().strftime("%H:%M:%S UTC"),

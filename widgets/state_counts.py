@@ -25,6 +25,7 @@ class StoreSummary:
     clock: str = ""
     warning: str = ""  # e.g. that a read-only store may show stale data
     burn: str = ""  # what every running run spends together, per minute
+    burn_filtered: bool = False  # the burn is of the runs a filter shows only (the counts are of every run)
 
 
 def summary_lines(s: StoreSummary) -> list[Text]:
@@ -39,7 +40,7 @@ def summary_lines(s: StoreSummary) -> list[Text]:
     else:
         line.append(str(s.workers), style="bold green" if s.workers else "bold red")
     if s.burn:
-        line.append("   burn ", style="dim")
+        line.append("   burn of the filtered " if s.burn_filtered else "   burn ", style="dim")
         line.append(safe(s.burn), style="bold")
     line.append("   data ", style="dim")
     line.append(safe(s.data_age), style="bold red" if s.stale else "")

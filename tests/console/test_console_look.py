@@ -122,3 +122,30 @@ async def test_200x60_the_table_and_the_detail_grow_with_the_terminal(sample, mo
         assert detail.size.height >= 22, f"a detail pane of {detail.size.height} lines at 200x60"
         assert table.outer_size.height + detail.outer_size.height == 60 - 4  # header 2, message and keys 1 each: nothing else
         assert "s Stop" in key_bar_text(app) and "q Quit" in key_bar_text(app)
+
+
+async def test_the_filter_box_names_its_keys_and_the_burn_says_it_is_of_the_filtered_runs(sample, monkeypatch):
+    """Before: while a filter was typed the footer was blank (every screen key is a letter, typed
+    into the box), and the header's burn, of the matching runs only, read as every run's."""
+    from textual.widgets import Input
+
+    from swarmkit.widgets.state_counts import StateCounts, summary_lines
+
+    monkeypatch.chdir(sample)
+    app = frozen_app(None, sample)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+
+        def header() -> str:
+            return summary_lines(screen.query_one(StateCounts).summary)[0].plain
+
+        assert " burn $" in header(), header()
+        await pilot.press("slash")
+        await until(pilot, lambda: isinstance(screen.focused, Input), what="the filter box")
+        keys = key_bar_text(app)
+        assert "Keep filter" in keys and "Clear filter" in keys and "s Stop" not in keys, keys
+        await pilot.press(*"running")
+        await until(pilot, lambda: "burn of the filtered $" in header(), what="the burn named as the filtered runs'")
+        await pilot.press("escape")
+        await until(pilot, lambda: " burn $" in header() and "s Stop" in key_bar_text(app), what="the filter cleared")
