@@ -134,10 +134,26 @@ def run_demo(argv: list[str]) -> int:
     _tell(
         f"swarmkit-console demo: the demo store stays in {session.folder}; its unfinished runs are back in the queue,\n"
         "  stopped, or lost once their lease runs out (all resumable):\n"
-        f"  look again:           swarmkit-console {session.folder}\n"
-        f"  host its runs again:  swarmkit worker {session.folder}   (then r on a stopped or lost run)"
+        f"  look again:           {command('swarmkit-console')} {session.folder}\n"
+        f"  host its runs again:  {command('swarmkit')} worker {session.folder}   (then r on a stopped or lost run)"
     )
     return ExitCode.OK if problem is None else ExitCode.FAILED
+
+
+def command(name: str) -> str:
+    """How to run the project's command `name` from here: its name when PATH finds this one, else its path
+    (the console started as `.venv/bin/swarmkit-console`, its virtualenv not activated)."""
+    import shutil
+    from pathlib import Path
+
+    started = Path(sys.argv[0])
+    if started.name != "swarmkit-console":
+        return name  # run some other way (`python -m`): the installed names are all we know
+    beside = started.with_name(name)
+    found = shutil.which(name)
+    if found is not None and Path(found).resolve() == beside.resolve():
+        return name
+    return str(beside) if beside.exists() else name
 
 
 def _tell(message: str) -> None:

@@ -137,3 +137,23 @@ def test_the_demo_exits_0_on_q_and_its_worker_ends_however_the_console_ends(tmp_
     os.kill(demo.proc.pid, signal.SIGKILL)
     demo.quit(b"", timeout=10)
     assert _gone(worker, 10), "the demo's worker outlived a killed console"
+
+
+def test_the_demos_parting_hints_name_commands_that_run_from_here(tmp_path, monkeypatch):
+    """Started as `.venv/bin/swarmkit-console demo` with the virtualenv not activated, `swarmkit-console DIR`
+    and `swarmkit worker DIR` are not on PATH: the hints give their paths (a new user, by hand)."""
+    import sys
+
+    from swarmkit.console.cli import command
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("swarmkit-console", "swarmkit"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setattr(sys, "argv", [str(bin_dir / "swarmkit-console"), "demo"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert command("swarmkit") == str(bin_dir / "swarmkit")
+    assert command("swarmkit-console") == str(bin_dir / "swarmkit-console")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")  # activated: the names are enough
+    assert command("swarmkit") == "swarmkit" and command("swarmkit-console") == "swarmkit-console"
