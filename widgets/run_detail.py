@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
@@ -69,6 +70,35 @@ def sections_text(data: RunDetailData | None) -> Text:
     return out
 
 
+class SectionsView:
+    """The sections as the pane draws them: an entry too long for the pane (a workspace's path, an
+    audit entry's detail) goes on under itself, not at the pane's left edge among the titles."""
+
+    INDENT, HANG = 2, 4
+
+    def __init__(self, data: RunDetailData | None) -> None:
+        self.data = data
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.data is None:
+            yield Text(end="")  # as an empty Text draws: the pane's layout is the same with and without a run
+            return
+        width = max(self.HANG + 8, options.max_width)
+        for i, section in enumerate(self.data.sections):
+            if i:
+                yield Text("")
+            yield Text(safe(section.title), style="bold underline")
+            if not section.lines:
+                yield Text(" " * self.INDENT + safe(section.empty), style="dim")
+            for line in section.lines:
+                words = safe(line)
+                first = Text(words).wrap(console, width - self.INDENT, overflow="fold")[0].plain
+                yield Text(" " * self.INDENT + first, no_wrap=True, overflow="crop")
+                if rest := words[len(first):].lstrip():
+                    for piece in Text(rest).wrap(console, width - self.HANG, overflow="fold"):
+                        yield Text(" " * self.HANG + piece.plain, no_wrap=True, overflow="crop")
+
+
 def detail_text(data: RunDetailData | None, placeholder: str = "no run selected") -> Text:
     """Everything the pane shows, as one text (facts, then sections)."""
     out = facts_text(data, placeholder)
@@ -93,7 +123,7 @@ class RunDetail(Horizontal):
             # Lines of their own: a live run's age and usage change a line or two a second.
             yield TextLines(facts_lines(None), wrap=True, id="run-detail-facts-body")
         with VerticalScroll(id="run-detail-sections"):
-            yield Static(sections_text(None), id="run-detail-sections-body")
+            yield Static(SectionsView(None), id="run-detail-sections-body")
 
     @cached_property
     def _facts(self) -> TextLines:
@@ -115,7 +145,7 @@ class RunDetail(Horizontal):
         # when the facts take another number of lines (bench/console_render.py).
         self._facts.set_lines(facts_lines(data, placeholder))
         if old is None or data is None or old.sections != data.sections:
-            self.query_one("#run-detail-sections-body", Static).update(sections_text(data))
+            self.query_one("#run-detail-sections-body", Static).update(SectionsView(data))
         if not keep_place:
             for pane in self.query(VerticalScroll):
                 pane.scroll_home(animate=False)

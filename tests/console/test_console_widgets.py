@@ -408,3 +408,24 @@ def test_log_lines_are_plain_text():
     assert "[@click=app.quit]x[/] ␛[6n" in text.plain
     assert "\x1b" not in text.plain and "\t" not in text.plain
     assert "━━" in line_text(LogLine(2, "12:00:00", "node", "build", "2/4 build")).plain
+
+
+def test_a_detail_entry_too_long_for_the_pane_goes_on_under_itself():
+    """Before: a workspace path folded to the pane's left edge, among the section titles (a new user, by hand)."""
+    from rich.console import Console
+
+    from swarmkit.widgets.run_detail import DetailSection, RunDetailData, SectionsView
+
+    path = "./demo/.swarmkit/runs/d76076523c364893b9299c5f5c3477d1"
+    data = RunDetailData("d7607652  flaky", "failed", (), (
+        DetailSection("Workspaces", (f"{path}  destroyed  (since 2026-12-03 12:22:19 UTC)",)),
+        DetailSection("Checkpoints", ()),
+    ))
+    console = Console(width=40, record=True, color_system=None)
+    console.print(SectionsView(data))
+    lines = console.export_text().splitlines()
+    assert lines[0] == "Workspaces"
+    entry = lines[1 : lines.index("")]
+    assert len(entry) > 2 and entry[0].startswith("  ./demo/") and all(line.startswith("    ") for line in entry[1:]), lines
+    assert path in "".join(line.strip() for line in entry), "the path, whole, across its lines"
+    assert lines[lines.index("") + 1 :] == ["Checkpoints", "  none"]
