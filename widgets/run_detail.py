@@ -36,6 +36,11 @@ def facts_text(data: RunDetailData | None, placeholder: str = "no run selected")
     return Text("\n", end="").join(facts_lines(data, placeholder))
 
 
+def facts_hang(data: RunDetailData | None) -> int:
+    """Where a fact's value starts: a value that wraps goes on under itself."""
+    return max((len(label) for label, _ in data.facts), default=0) + 2 if data is not None else 0
+
+
 def facts_lines(data: RunDetailData | None, placeholder: str = "no run selected") -> list[Text]:
     """The status and title, then a line per fact."""
     if data is None:
@@ -45,7 +50,7 @@ def facts_lines(data: RunDetailData | None, placeholder: str = "no run selected"
     head.append("  ")
     head.append(safe(data.title), style="bold")
     lines = [head]
-    width = max((len(label) for label, _ in data.facts), default=0)
+    width = facts_hang(data) - 2
     for label, value in data.facts:
         line = Text(end="")
         line.append(safe(label).rjust(width), style="dim")
@@ -132,7 +137,7 @@ class RunDetail(Horizontal):
 
     def restyle(self) -> None:
         """The status looks changed (a new theme): the same run in the new colours."""
-        self._facts.set_lines(facts_lines(self.data, self._placeholder))
+        self._facts.set_lines(facts_lines(self.data, self._placeholder), hang=facts_hang(self.data))
 
     def show(self, data: RunDetailData | None, placeholder: str = "no run selected") -> None:
         if data == self.data and placeholder == self._placeholder:
@@ -143,7 +148,7 @@ class RunDetail(Horizontal):
         self._placeholder = placeholder
         # Only the lines that changed are drawn and repainted; the screen is laid out again only
         # when the facts take another number of lines (bench/console_render.py).
-        self._facts.set_lines(facts_lines(data, placeholder))
+        self._facts.set_lines(facts_lines(data, placeholder), hang=facts_hang(data))
         if old is None or data is None or old.sections != data.sections:
             self.query_one("#run-detail-sections-body", Static).update(SectionsView(data))
         if not keep_place:

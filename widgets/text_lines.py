@@ -56,9 +56,11 @@ class TextLines(Widget):
     }
     """
 
-    def __init__(self, lines: Sequence[Text] = (), *, wrap: bool = False, **kwargs) -> None:
+    def __init__(self, lines: Sequence[Text] = (), *, wrap: bool = False, hang: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.wrap = wrap
+        # Wrapped, a line goes on this many cells in (the detail's facts: under the value, not the label).
+        self.hang = hang
         self._texts: list[Text] = list(lines)
         self._keys: list[_Key] = [_key(t) for t in self._texts]
         # Per line: (key, width, base style, its strips at that width).
@@ -71,7 +73,11 @@ class TextLines(Widget):
         """Everything shown, as one text (what a test or a dump reads)."""
         return Text("\n").join(self._texts)
 
-    def set_lines(self, lines: Sequence[Text]) -> None:
+    def set_lines(self, lines: Sequence[Text], hang: int | None = None) -> None:
+        if hang is not None and hang != self.hang:
+            self.hang = hang
+            self._drawn = [None] * len(self._drawn)
+            self._keys = []  # drawn again, whatever the texts
         keys = [_key(t) for t in lines]
         if keys == self._keys:
             return
@@ -113,6 +119,11 @@ class TextLines(Widget):
         console = self.app.console
         if self.wrap:
             pieces = list(text.wrap(console, width, overflow="fold")) if width > 0 else [text]
+            hang = self.hang
+            if len(pieces) > 1 and hang and width > hang + 8:
+                rest = text[len(pieces[0].plain) :]
+                rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
+                pieces = pieces[:1] + [Text(" " * hang, end="") + piece for piece in rest.wrap(console, width - hang, overflow="fold")]
         else:
             one = text.copy()
             one.no_wrap = True

@@ -152,6 +152,12 @@ async def test_text_lines_repaint_only_the_line_that_changed_and_wrap_what_does_
         assert lines.size.height == 5
         shown = [lines.render_line(y).text.rstrip() for y in range(5)]
         assert " ".join(shown[1:3]).split() == long.split() and shown[3] == "line two"
+        # With a hang (the detail's facts: a value goes on under itself, not under its label).
+        lines.set_lines([Text("line 0"), Text("error  " + long.strip()), Text("line two"), Text("line 3")], hang=7)
+        await pilot.pause()
+        shown = [lines.render_line(y).text.rstrip() for y in range(lines.size.height)]
+        assert shown[1].startswith("error  word") and shown[2].startswith(" " * 7 + "word"), shown
+        assert " ".join(shown[1:-2]).split() == ["error"] + long.split() and shown[-2] == "line two"
 
 
 async def test_run_table_draws_each_status_in_its_look():
