@@ -61,7 +61,7 @@ async def bench(url: str, ws: str, args) -> dict:
         await poller.poll()
         # The probe alone, as the poll runs it: one short read transaction
         # (`Store.run_read`: on SQLite one hop to the store's thread).
-        window_after = getattr(poller, "_window_after", None)
+        window_after = poller.held.window_after
         probe: list[float] = []
         probe_async: list[float] = []
         for _ in range(args.reps * 5):

@@ -67,9 +67,12 @@ class HeldRuns:
         return {"cancelling": len(self._cancelling), "stopping": len(self._stopping) - overdue, OVERDUE: overdue,
                 "stalled": bisect_left(self._quiet, (now,))}
 
-    def stopping(self) -> tuple[JobRecord, ...]:
-        """The records of the runs shown stopping."""
-        return tuple(self._running[key] for key in self._stopping if key in self._running)
+    def stop_asked(self) -> tuple[JobRecord, ...]:
+        """The running runs a stop was asked of (shown stopping, or cancelling since), newest first."""
+        running = self._running
+        asked = [running[key] for key in self._stopping if key in running]
+        asked += [job for key in self._cancelling if (job := running.get(key)) is not None and job.stop_requested_at is not None]
+        return tuple(sorted(asked, key=lambda j: (j.created_at, j.id), reverse=True))
 
     def take_changed(self) -> dict[str, JobRecord]:
         """The runs changed since the last call, with their records; they count as handed out."""

@@ -223,7 +223,7 @@ class MainScreen(ActingScreen):
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
-        if snap.stopping and (wanted := self.usual.wanted(snap.stopping, snap.at)):
+        if snap.stop_asked and (wanted := self.usual.wanted(snap.stop_asked, snap.at)):
             self._read_usual(wanted)
 
     @work(group="usual")

@@ -95,9 +95,9 @@ class Snapshot:
     changed: Mapping[str, JobRecord] = field(default_factory=dict)
     # Moves when the runs shown may be others (joined, left); the same: the same runs as the last poll.
     runs_version: int = 0
-    # The records of the runs shown stopping (their ETA's node durations are read for them): the
-    # poller keeps them indexed, so no poll walks every active run to find them.
-    stopping: tuple[JobRecord, ...] = ()
+    # The running runs a stop was asked of (their ETA's node durations are read for them), newest
+    # first: the poller keeps them indexed, so no poll walks every active run to find them.
+    stop_asked: tuple[JobRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,8 +148,6 @@ class Poller:
         self.clock = clock
         self.lease_s = lease_s
         self.detect_lost = detect_lost
-        self.ended_bound = ended_bound
-        self.linger = linger
         # A run whose row is read again at every poll: the one the detail
         # pane shows (its heartbeat moves without touching updated_at).
         self.focus: str | None = None
@@ -173,6 +171,16 @@ class Poller:
         self._ended_counts: dict[str, int] = {}
         self._ended_since: dict[str, str] = {}
         self._recount_latest: datetime | None = None
+
+    @property
+    def ended_bound(self) -> int:
+        """Ended runs held, at most: the newest."""
+        return self.held.ended_bound
+
+    @property
+    def linger(self) -> timedelta:
+        """Runs that ended this recently stay in the default view."""
+        return self.held.linger
 
     def forget(self) -> None:
         """Read everything again next time (after a fault, the cache may be of another store)."""
@@ -252,7 +260,7 @@ class Poller:
             partial=got.partial,
             changed=changed,
             runs_version=self.held.runs_version,
-            stopping=self.held.stopping(),
+            stop_asked=self.held.stop_asked(),
         )
 
     def _plan(self, text_filter: str | None) -> _Plan:

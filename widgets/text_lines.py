@@ -74,12 +74,12 @@ class TextLines(Widget):
         return Text("\n").join(self._texts)
 
     def set_lines(self, lines: Sequence[Text], hang: int | None = None) -> None:
-        if hang is not None and hang != self.hang:
+        rehang = hang is not None and hang != self.hang
+        if rehang:
             self.hang = hang
             self._drawn = [None] * len(self._drawn)
-            self._keys = []  # drawn again, whatever the texts
         keys = [_key(t) for t in lines]
-        if keys == self._keys:
+        if keys == self._keys and not rehang:
             return
         same_count = len(keys) == len(self._keys)
         self._texts, self._keys = list(lines), keys

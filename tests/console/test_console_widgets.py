@@ -158,6 +158,9 @@ async def test_text_lines_repaint_only_the_line_that_changed_and_wrap_what_does_
         shown = [lines.render_line(y).text.rstrip() for y in range(lines.size.height)]
         assert shown[1].startswith("error  word") and shown[2].startswith(" " * 7 + "word"), shown
         assert " ".join(shown[1:-2]).split() == ["error"] + long.split() and shown[-2] == "line two"
+        lines.set_lines([], hang=3)  # another hang and no lines: none are shown (not the last ones)
+        await pilot.pause()
+        assert lines.size.height == 0 and lines.render().plain == ""
 
 
 async def test_run_table_draws_each_status_in_its_look():
