@@ -215,7 +215,14 @@ def test_a_postgresql_restart_under_a_worker_changes_no_runs_fate(own_pg: PgInst
         time.sleep(1.0)
         # And a server away for three seconds (a failover, a slow restart): inside the host's retry budget.
         took.append(own_pg.away_for(3.0))
-        wait_for(lambda: all(s in ("completed", "failed", "faulted", "cancelled") for s in _status(cli).values()), timeout=90, interval=0.5, what="the runs to end")
+        try:
+            wait_for(lambda: all(s in ("completed", "failed", "faulted", "cancelled") for s in _status(cli).values()), timeout=90, interval=0.5, what="the runs to end")
+        except AssertionError as exc:
+            # Seen once in CI (2026-12-03, 99 s): what each unfinished run and the worker say.
+            stuck = {i[:8]: json.loads(cli.run("status", i, "--json").stdout) for i, st in _status(cli).items() if st != "completed"}
+            _stop(worker, *([follow] if follow else []))
+            said = worker.stderr.read() if worker.stderr else ""
+            raise AssertionError(f"{exc}; restarts took {took}; unfinished: {stuck}; the worker said:\n{said[-4000:]}") from None
         seen = _status(cli)
         why = {i[:8]: json.loads(cli.run("status", i, "--json").stdout)["error"] for i in ids if seen[i] != "completed"}
         assert not why, (why, took)
