@@ -545,7 +545,10 @@ class Round:
                 continue
             for stream in ("msg", "err"):
                 text = a.get(stream) or ""
-                if "database is locked" in text or "Traceback" in text:
+                # The CLI's own traceback starts a line. An agent's is relayed as its log lines
+                # ("  node | ..."): a cancel interrupts the agent, and a Python agent started a moment
+                # before prints its KeyboardInterrupt (CI, 2026-12-03). That one is the agent's to print.
+                if "database is locked" in text or re.search(r"^Traceback", text, re.M):
                     out.append(f"{tag}: printed {text[-300:]!r}")
             code = a.get("code")
             if kind in ("stop", "cancel", "cancel_keep") and code != 0:
