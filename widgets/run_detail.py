@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -14,7 +15,7 @@ from textual.widgets import Static
 from .safe_text import safe
 from .status_look import status_text
 from .tcss import load_css
-from .text_lines import TextLines
+from .text_lines import TextLines, hang_wrap
 
 
 @dataclass(frozen=True)
@@ -60,26 +61,30 @@ def facts_lines(data: RunDetailData | None, placeholder: str = "no run selected"
     return lines
 
 
-def sections_text(data: RunDetailData | None) -> Text:
-    out = Text(end="")
-    if data is None:
-        return out
+INDENT, HANG = 2, 4  # a section's entries, and an entry's lines after its first
+
+
+def _section_lines(data: RunDetailData) -> Iterator[tuple[Text, bool]]:
+    """Each line of the sections, and whether it is an entry (wrapped, it goes on under itself)."""
     for i, section in enumerate(data.sections):
         if i:
-            out.append("\n\n")
-        out.append(safe(section.title), style="bold underline")
+            yield Text(end=""), False
+        yield Text(safe(section.title), style="bold underline", end=""), False
         if not section.lines:
-            out.append("\n  " + safe(section.empty), style="dim")
+            yield Text(" " * INDENT + safe(section.empty), style="dim", end=""), False
         for line in section.lines:
-            out.append("\n  " + safe(line))
-    return out
+            yield Text(" " * INDENT + safe(line), end=""), True
+
+
+def sections_text(data: RunDetailData | None) -> Text:
+    if data is None:
+        return Text(end="")
+    return Text("\n", end="").join(line for line, _ in _section_lines(data))
 
 
 class SectionsView:
     """The sections as the pane draws them: an entry too long for the pane (a workspace's path, an
     audit entry's detail) goes on under itself, not at the pane's left edge among the titles."""
-
-    INDENT, HANG = 2, 4
 
     def __init__(self, data: RunDetailData | None) -> None:
         self.data = data
@@ -88,20 +93,14 @@ class SectionsView:
         if self.data is None:
             yield Text(end="")  # as an empty Text draws: the pane's layout is the same with and without a run
             return
-        width = max(self.HANG + 8, options.max_width)
-        for i, section in enumerate(self.data.sections):
-            if i:
-                yield Text("")
-            yield Text(safe(section.title), style="bold underline")
-            if not section.lines:
-                yield Text(" " * self.INDENT + safe(section.empty), style="dim")
-            for line in section.lines:
-                words = safe(line)
-                first = Text(words).wrap(console, width - self.INDENT, overflow="fold")[0].plain
-                yield Text(" " * self.INDENT + first, no_wrap=True, overflow="crop")
-                if rest := words[len(first):].lstrip():
-                    for piece in Text(rest).wrap(console, width - self.HANG, overflow="fold"):
-                        yield Text(" " * self.HANG + piece.plain, no_wrap=True, overflow="crop")
+        for line, entry in _section_lines(self.data):
+            if not entry:
+                line.end = "\n"
+                yield line
+                continue
+            for piece in hang_wrap(line, console, options.max_width, HANG):
+                piece.no_wrap, piece.overflow, piece.end = True, "crop", "\n"
+                yield piece
 
 
 def detail_text(data: RunDetailData | None, placeholder: str = "no run selected") -> Text:

@@ -42,6 +42,17 @@ def segments_of(text: Text, console: Console, base: Style) -> list[Segment]:
     return [Segment(s.text, under + s.style if s.style else under) for s in text.render(console, end="") if s.text]
 
 
+def hang_wrap(text: Text, console: Console, width: int, hang: int = 0) -> list[Text]:
+    """`text` wrapped to `width`, its lines after the first `hang` cells in: a long value goes on
+    under itself (the detail pane's facts and entries), not at the left edge."""
+    pieces = list(text.wrap(console, width, overflow="fold"))
+    if len(pieces) > 1 and hang and width > hang + 8:
+        rest = text[len(pieces[0].plain) :]
+        rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
+        pieces = pieces[:1] + [Text(" " * hang, end="") + piece for piece in rest.wrap(console, width - hang, overflow="fold")]
+    return pieces
+
+
 def _key(text: Text) -> _Key:
     # Text.__eq__ compares the plain text and the spans only: a line restyled as a whole must count as changed.
     return (text.plain, tuple(text.spans), text.style)
@@ -118,12 +129,7 @@ class TextLines(Widget):
     def _draw(self, text: Text, width: int, base: Style) -> list[Strip]:
         console = self.app.console
         if self.wrap:
-            pieces = list(text.wrap(console, width, overflow="fold")) if width > 0 else [text]
-            hang = self.hang
-            if len(pieces) > 1 and hang and width > hang + 8:
-                rest = text[len(pieces[0].plain) :]
-                rest = rest[len(rest.plain) - len(rest.plain.lstrip()) :]
-                pieces = pieces[:1] + [Text(" " * hang, end="") + piece for piece in rest.wrap(console, width - hang, overflow="fold")]
+            pieces = hang_wrap(text, console, width, self.hang) if width > 0 else [text]
         else:
             one = text.copy()
             one.no_wrap = True
