@@ -6,7 +6,7 @@ side by side in one run. It shows the owner's order, as it did.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from rich.text import Text
 from textual.widgets import DataTable
@@ -95,13 +95,21 @@ class DataTableRunTable(DataTable):
         """Make the table show exactly `rows`, in that order."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
-    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow], *, reframe: bool = False) -> TableChange:
+    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow], *, stale: Collection[str] = (), reframe: bool = False) -> TableChange:
         """Make the table show the runs `order` names, in that order (None: the same as before).
 
         `fresh` holds the row of every run not shown yet and of every run whose
         values may have changed; the others keep what they show, but for the
-        rows on screen, which are refreshed from `row_source`.
+        rows on screen, which are refreshed from `row_source`. `stale` names more
+        runs whose values may have changed: their rows are made from `row_source`
+        at once, as the console made every changed run's row before the line
+        table came (the line table leaves those off screen until they are seen).
         """
+        if stale and self.row_source is not None:
+            fresh = dict(fresh)
+            for key in stale:
+                if key not in fresh and (row := self.row_source(key)) is not None:
+                    fresh[key] = row
         order = list(self._order if order is None else order)
         wanted = set(order)
         cursor_key = self.selected_key

@@ -377,6 +377,8 @@ def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str], warm
             samples.append((cpu - last_cpu) / (t - last_t) * 100)
             last_cpu, last_t = cpu, t
         cpu_pct = (con.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
+        # A console that died after its first paint costs nothing: that is no figure.
+        assert con.proc.poll() is None, f"the {table} console exited ({con.proc.returncode}): {bytes(con.buf[-3000:])!r}"
     finally:
         stop.set()
         thread.join(timeout=10)

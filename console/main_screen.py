@@ -189,9 +189,10 @@ class MainScreen(ActingScreen):
         self.problem = None
         self._last_ok_at = snap.at
         table = self.part(RunTable)
-        # Rows are made only for the runs whose record changed (the poller
-        # says which it read again; after a full read, any may have); ages on
-        # screen are refreshed through the table's row source. A poll that
+        # Rows are made only for the runs on screen (their ages move) and for runs
+        # new to the table; the table is told which runs' records changed (the
+        # poller says which it read again; after a full read, any may have), and
+        # makes theirs when they come into view. A poll that
         # changed nothing hands back the very records of the last: then
         # nothing here walks every run (2,000 active: bench/console_render.py).
         self._row_at = snap.at
@@ -206,12 +207,12 @@ class MainScreen(ActingScreen):
             jobs[job.id] = job
         # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
         self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
-        fresh = {j.id: self._run_row(j, snap.at) for j in changed}
         # Runs of another view than the last poll's (a filter set or cleared, ended runs shown or
         # hidden): the operator asked for them, and reads them from the top. Runs that merely
-        # came in keep the cursor's run on its line.
+        # came in keep the cursor's run on its line. The table makes the rows of the changed
+        # runs it shows, through `_row_of`; the others' when they come into view.
         view = (snap.text_filter, snap.all_ended)
-        table.show(None if same_runs else list(jobs), fresh, reframe=self._shown_view is not None and view != self._shown_view)
+        table.show(None if same_runs else list(jobs), {}, stale=[j.id for j in changed], reframe=self._shown_view is not None and view != self._shown_view)
         self._shown_view = view
         empty = self.part(Static, "#empty")
         empty.display = not snap.jobs

@@ -51,8 +51,12 @@ class RowPainter:
         cached = self._strips.get(key)
         return cached[1] if cached is not None and cached[0] == sig else None
 
-    def row(self, key: str, sig: tuple, shown: tuple[str, ...], widths: Sequence[int], style: Style, mark: str | None, console: Console) -> Strip:
-        """Draw a run's line: its cells end to end, each made again only when its value, width, style or mark changed.
+    def row(
+        self, key: str, sig: tuple, shown: tuple[str, ...], widths: Sequence[int], style: Style, mark: str | None, console: Console,
+        tail: Sequence[Segment] = (),
+    ) -> Strip:
+        """Draw a run's line: its cells end to end, each made again only when its value, width, style or mark changed,
+        then `tail` (one cell a character: the blank up to the table's edge, its scrollbar's cell).
 
         A plain cell that fits, its padding included, is one segment, made here; Rich
         renders only a status (its look) or a value too wide for its column."""
@@ -76,7 +80,8 @@ class RowPainter:
                 rendered = _cell(cell_text(column, value), width, style, lead, console)
             kept[i] = (value, width, style, lead, rendered)
             segments.extend(rendered)
-        strip = Strip(segments, line_width(widths))
+        segments.extend(tail)
+        strip = Strip(segments, line_width(widths) + sum(len(t.text) for t in tail))
         self._strips[key] = (sig, strip)
         return strip
 

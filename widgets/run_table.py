@@ -24,8 +24,9 @@ and cells are made and kept by `RowPainter` (row_painter.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -38,6 +39,7 @@ from textual.strip import Strip
 from .row_order import RowOrder
 from .row_painter import MARK, PAD, RowPainter, line, line_width
 from .run_row import COLUMN_INDEX, COLUMNS, RunRow, TableChange, cell_width
+from .scroll_bar import BarCells, thumb_span, top_for
 from .tcss import load_css
 
 __all__ = ["MARK", "PAD", "RunTable"]
@@ -104,8 +106,15 @@ class RunTable(ScrollView, can_focus=True):
         self._last_highlighted: str | None = None
         self._marked: set[str] = set()
         self._base: Style | None = None  # the widget's own rich style, until its styles change
+        self._bar_cells = BarCells()  # the table draws its own scrollbar (scroll_bar.py says why)
+        self._bar = 0  # the columns it takes: 1 while the rows overflow the view
+        self._bar_look: tuple[Style, Style] | None = None  # (track, thumb), until the styles, focus or a drag change it
+        self._dragging = False
         # The owner's current row for a run, for rows on screen between two `show` calls.
         self.row_source: Callable[[str], RunRow | None] | None = None
+        # Shown runs whose values changed while off screen: their rows are made from
+        # `row_source` when they come into view, or before anything reads them all (a sort).
+        self._stale: set[str] = set()
 
     # --- what is shown ------------------------------------------------------------
 
@@ -138,6 +147,7 @@ class RunTable(ScrollView, can_focus=True):
         return list(self._order)
 
     def row_for(self, key: str) -> RunRow | None:
+        self._freshen((key,))
         return self._shown.get(key)
 
     def get_row_index(self, key: str) -> int:
@@ -148,6 +158,7 @@ class RunTable(ScrollView, can_focus=True):
 
     def get_cell(self, key: str, column: str) -> Text:
         """The text a cell shows (as made safe), by run id and column key."""
+        self._freshen((key,))
         return self._painter.texts(self._shown[key])[COLUMN_INDEX[column]]
 
     def select(self, key: str) -> bool:
@@ -196,18 +207,25 @@ class RunTable(ScrollView, can_focus=True):
         """Make the table show exactly `rows` (in the table's own order)."""
         return self.show([row.key for row in rows], {row.key: row for row in rows})
 
-    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow], *, reframe: bool = False) -> TableChange:
+    def show(self, order: Sequence[str] | None, fresh: Mapping[str, RunRow], *, stale: Collection[str] = (), reframe: bool = False) -> TableChange:
         """Make the table show the runs `order` names, in the table's sort.
 
-        `fresh` holds the row of every run not shown yet and of every run whose
-        values may have changed; the others keep what they show, but for the
-        rows on screen, which are refreshed from `row_source`. Shown runs keep
+        `fresh` holds rows of runs not shown yet or whose values may have
+        changed; `stale` names more runs whose values may have changed, their
+        rows not made: the table makes those on screen from `row_source` now,
+        the others as they come into view (a poll of 50 live runs, most of them
+        off screen, makes the rows it shows). Runs not shown yet and missing
+        from `fresh` are made from `row_source`. The others keep what they show,
+        but for the rows on screen, which are refreshed from `row_source`. Shown runs keep
         their places; new ones go where the sort puts them. `order` None: the
         same runs as before (a poll that changed none of them costs what it
         changed, not what is shown). `reframe`: the runs are another view's (the
         operator changed the filter): read from the top, as a new sort is; the cursor
         keeps its run, shown as high as it can be without hiding runs above it.
         """
+        if stale:
+            shown = self._shown
+            self._stale.update(key for key in stale if key in shown and key not in fresh)
         if order is None:
             updated = sum(self._update(row) for key, row in fresh.items() if key in self._shown)
             updated += self.refresh_visible(skip=fresh)
@@ -224,6 +242,7 @@ class RunTable(ScrollView, can_focus=True):
             for key in gone:
                 del self._shown[key]
                 self._marked.discard(key)
+                self._stale.discard(key)
                 self._painter.forget(key)
             self._rows.keep_only(wanted)
             removed = len(gone)
@@ -274,13 +293,14 @@ class RunTable(ScrollView, can_focus=True):
         # in a table shorter than the screen (the lines below its end stay blank).
         top = max(0, target - max(0, cursor_screen))
         self._resize(top)
-        self.set_scroll(None, top)
+        self._jump_to_line(top)
 
     def sort_by(self, column: str | None, reverse: bool | None = None) -> None:
         """Sort by a column (`None`: newest first); the same column again reverses it. The cursor keeps its run."""
         if reverse is None:
             reverse = (not self.sort_reverse) if column == self.sort_column and column is not None else False
         cursor_key = self.selected_key
+        self._freshen(list(self._stale))  # sorted on what the rows show now
         self._rows.sort([self._shown[k] for k in self._order], column, reverse)
         self._header = None
         # A new order asked for is read from its top: the cursor keeps its run, shown
@@ -332,9 +352,14 @@ class RunTable(ScrollView, can_focus=True):
         """Set the virtual size: every row and the header, and room to keep the view's top at `top`."""
         top = int(self.scroll_y) if top is None else top
         height = len(self._order) + 1
+        view = self.scrollable_content_region.height
         if top > 0:
-            height = max(height, top + self.scrollable_content_region.height)
-        self.virtual_size = Size(self._total_width(), height)
+            height = max(height, top + view)
+        bar = 1 if height > view else 0
+        if bar != self._bar:
+            self._bar = bar
+            self.refresh()  # every line gains or loses its last cell
+        self.virtual_size = Size(self._total_width() + bar, height)
 
     def _total_width(self) -> int:
         return line_width(self._widths)
@@ -357,7 +382,9 @@ class RunTable(ScrollView, can_focus=True):
         if self.row_source is None:
             return 0
         n = 0
+        stale = self._stale
         for key in self.visible_keys():
+            stale.discard(key)
             if skip is not None and key in skip:
                 continue
             row = self.row_source(key)
@@ -365,6 +392,28 @@ class RunTable(ScrollView, can_focus=True):
                 n += self._update(row)
         self._flush_lines()
         return n
+
+    def _freshen(self, keys: Collection[str]) -> None:
+        """Make the rows of these runs again if they are stale (off screen, changed since drawn)."""
+        if self.row_source is None or not self._stale:
+            return
+        for key in keys:
+            if key in self._stale:
+                self._stale.discard(key)
+                row = self.row_source(key)
+                if row is not None and key in self._shown:
+                    self._update(row)
+
+    def _jump_to_line(self, top: int) -> None:
+        """Scroll to line `top` at once. Textual's `set_scroll` calls no watcher: the lines are
+        repainted here, and the rows that come into view brought up to date (their ages, and
+        the values of runs that changed while off screen)."""
+        was = int(self.scroll_y)
+        self.set_scroll(None, top)
+        if int(self.scroll_y) != was:
+            self.refresh()
+            if self.row_source is not None:
+                self.refresh_visible()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -376,7 +425,7 @@ class RunTable(ScrollView, can_focus=True):
         super().notify_style_update()
         self._painter.redraw()
         self._header = None
-        self._base = None
+        self._base = self._bar_look = None
 
     def restyle(self) -> None:
         """The status looks changed (a new theme): draw every cell again."""
@@ -441,9 +490,9 @@ class RunTable(ScrollView, can_focus=True):
         rows_shown = max(1, self.scrollable_content_region.height - 1)
         top = int(self.scroll_y)
         if self.cursor_row < top:
-            self.set_scroll(None, self.cursor_row)
+            self._jump_to_line(self.cursor_row)
         elif self.cursor_row >= top + rows_shown:
-            self.set_scroll(None, self.cursor_row - rows_shown + 1)
+            self._jump_to_line(self.cursor_row - rows_shown + 1)
 
     def _announce(self) -> None:
         key = self.selected_key
@@ -492,6 +541,8 @@ class RunTable(ScrollView, can_focus=True):
         if offset is None:
             return
         event.stop()
+        if self._on_bar(offset.x):
+            return  # the scrollbar's: on_mouse_down
         if offset.y == 0:
             column = self.column_at(offset.x)
             if column is not None:
@@ -511,14 +562,18 @@ class RunTable(ScrollView, can_focus=True):
         # top, blank lines below, the cursor's run three lines down).
         if self.scroll_y and len(self._order) < self.scrollable_content_region.height:
             self._resize(0)
-            self.set_scroll(None, 0)
+            self._jump_to_line(0)
+        else:
+            self._resize()  # the scrollbar comes or goes with the view's height
+        # A taller view shows rows that were off screen: their values may be stale.
+        self.refresh_visible()
 
     def on_focus(self, event: events.Focus) -> None:
-        self._base = None
+        self._base = self._bar_look = None
         self.refresh()
 
     def on_blur(self, event: events.Blur) -> None:
-        self._base = None
+        self._base = self._bar_look = None
         self.refresh()
 
     @property
@@ -530,7 +585,9 @@ class RunTable(ScrollView, can_focus=True):
     # --- the line API -----------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
+        view = self.scrollable_content_region
+        width = view.width
+        bar = self._bar if width > 1 else 0
         scroll_x = int(self.scroll_x)
         base = self._base_style
         if y == 0:
@@ -538,10 +595,62 @@ class RunTable(ScrollView, can_focus=True):
         else:
             index = int(self.scroll_y) + y - 1
             if index >= len(self._order):
-                return Strip.blank(width, base)
+                if not bar:
+                    return Strip.blank(width, base)
+                return Strip([Segment(" " * (width - bar), base), self._bar_cell(y, view.height)], width)
             key = self._order[index]
+            fill = width - bar - self._total_width()
+            if scroll_x == 0 and fill >= 0:
+                # The line made whole, one strip: its cells, blank up to the bar, the bar's cell.
+                # (Cropped, extended and joined, each step a strip more, for each line a poll changes.)
+                tail = ((Segment(" " * fill, base),) if fill else ()) + ((self._bar_cell(y, view.height),) if bar else ())
+                return self._row_strip(key, index == self.cursor_row, key in self._marked, tail)
             strip = self._row_strip(key, index == self.cursor_row, key in self._marked)
-        return strip.crop_extend(scroll_x, scroll_x + width, base)
+        strip = strip.crop_extend(scroll_x, scroll_x + width - bar, base)
+        return Strip([*strip, self._bar_cell(y, view.height)], width) if bar else strip
+
+    # --- the scrollbar (scroll_bar.py) -----------------------------------------------
+
+    def _bar_cell(self, y: int, height: int) -> Segment:
+        if self._bar_look is None:
+            styles = self.styles
+            _, background = self.background_colors
+            thumb = styles.scrollbar_color_active if self._dragging else styles.scrollbar_color
+            self._bar_look = (
+                Style(bgcolor=(background + styles.scrollbar_background).rich_color),
+                Style(bgcolor=(background + thumb).rich_color),
+            )
+        # The bar spans the table's height, the header's line too, as Textual's does.
+        start, end = thumb_span(self.virtual_size.height, height, self.scroll_y)
+        return self._bar_cells.cell(start <= y < end, self._bar_look)
+
+    def _on_bar(self, x: int) -> bool:
+        return bool(self._bar) and x >= self.scrollable_content_region.width - self._bar
+
+    def _drag_to(self, y: int) -> None:
+        self._jump_to_line(top_for(self.virtual_size.height, self.scrollable_content_region.height, y))
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or not self._on_bar(offset.x):
+            return
+        event.stop()
+        self._dragging, self._bar_look = True, None
+        self.capture_mouse()
+        self._drag_to(offset.y)
+        self.refresh()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._dragging:
+            event.stop()
+            self._drag_to(event.get_content_offset_capture(self).y)
+
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        if self._dragging:
+            event.stop()
+            self._dragging, self._bar_look = False, None
+            self.release_mouse()
+            self.refresh()
 
     def _header_strip(self) -> Strip:
         sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
@@ -564,9 +673,9 @@ class RunTable(ScrollView, can_focus=True):
         self._header = (sig, strip)
         return strip
 
-    def _row_strip(self, key: str, cursor: bool, marked: bool = False) -> Strip:
+    def _row_strip(self, key: str, cursor: bool, marked: bool = False, tail: tuple[Segment, ...] = ()) -> Strip:
         shown = self._shown[key].shown()
-        sig = (shown, tuple(self._widths), cursor, self.has_focus, marked)
+        sig = (shown, tuple(self._widths), cursor, self.has_focus, marked, tail)
         strip = self._painter.kept(key, sig)
         if strip is not None:
             return strip
@@ -575,4 +684,4 @@ class RunTable(ScrollView, can_focus=True):
             style = style + self.get_component_rich_style("run-table--marked")
         if cursor:
             style = style + self.get_component_rich_style("run-table--cursor" if self.has_focus else "run-table--cursor-blurred")
-        return self._painter.row(key, sig, shown, self._widths, style, MARK if marked else None, self.app.console)
+        return self._painter.row(key, sig, shown, self._widths, style, MARK if marked else None, self.app.console, tail)
