@@ -205,3 +205,13 @@ def test_burn_rate_and_stop_eta_at_200x60(snap_compare, in_sample):
         await settle(pilot, select="stopping")
 
     assert snap_compare(frozen_app(None, in_sample), terminal_size=(200, 60), run_before=run_before)
+
+
+def test_a_table_longer_than_its_view_draws_its_scrollbar(snap_compare, in_sample):
+    """A short terminal: the rows overflow, and the table's own scrollbar (widgets/scroll_bar.py) shows
+    how many are in view and where, its thumb at the top; the columns end before it."""
+
+    async def run_before(pilot):
+        await settle(pilot, select="running")
+
+    assert snap_compare(frozen_app(None, in_sample), terminal_size=(150, 16), run_before=run_before)
