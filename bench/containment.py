@@ -133,7 +133,8 @@ def one_cancel(url: str, ws: Path, kind: str, env: dict[str, str], tries: int) -
             asyncio.run(cancel(url, str(ws), job_id))
             if kind == "async callable":
                 ended = Path(str(pids) + ".ended")
-                wait(ended.exists, 30, "the async agent to end")
+                # Written once it is open: an empty file is a write still on its way (seen under load in CI).
+                wait(lambda: ended.exists() and ended.read_text().strip(), 30, "the async agent to end")
                 out.append((float(ended.read_text()) - t0) * 1000)
             else:
                 found = pids_in(pids)

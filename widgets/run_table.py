@@ -19,7 +19,9 @@ Marks: the owner marks runs to act on several at once; a marked row shows
 that leaves the table loses its mark: nothing is acted on unseen.
 
 The order and its sort are `RowOrder`'s (row_order.py); the lines' strips
-and cells are made and kept by `RowPainter` (row_painter.py).
+and cells are made and kept by `RowPainter` (row_painter.py); the vertical
+scrollbar is the last cell of the table's own lines (`BarredScrollView`,
+scroll_bar.py, says why).
 """
 
 from __future__ import annotations
@@ -33,19 +35,18 @@ from textual import events
 from textual.binding import Binding
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from .row_order import RowOrder
 from .row_painter import MARK, PAD, RowPainter, line, line_width
 from .run_row import COLUMN_INDEX, COLUMNS, RunRow, TableChange, cell_width
-from .scroll_bar import BarCells, thumb_span, top_for
+from .scroll_bar import BarredScrollView
 from .tcss import load_css
 
 __all__ = ["MARK", "PAD", "RunTable"]
 
 
-class RunTable(ScrollView, can_focus=True):
+class RunTable(BarredScrollView, can_focus=True):
     """A table of runs on Textual's line API; `show` diffs keyed rows and refreshes only changed lines.
 
     A poll costs what changed, not what is shown: the owner hands over rows
@@ -106,10 +107,6 @@ class RunTable(ScrollView, can_focus=True):
         self._last_highlighted: str | None = None
         self._marked: set[str] = set()
         self._base: Style | None = None  # the widget's own rich style, until its styles change
-        self._bar_cells = BarCells()  # the table draws its own scrollbar (scroll_bar.py says why)
-        self._bar = 0  # the columns it takes: 1 while the rows overflow the view
-        self._bar_look: tuple[Style, Style] | None = None  # (track, thumb), until the styles, focus or a drag change it
-        self._dragging = False
         # The owner's current row for a run, for rows on screen between two `show` calls.
         self.row_source: Callable[[str], RunRow | None] | None = None
         # Shown runs whose values changed while off screen: their rows are made from
@@ -355,10 +352,7 @@ class RunTable(ScrollView, can_focus=True):
         view = self.scrollable_content_region.height
         if top > 0:
             height = max(height, top + view)
-        bar = 1 if height > view else 0
-        if bar != self._bar:
-            self._bar = bar
-            self.refresh()  # every line gains or loses its last cell
+        bar = self._set_bar(height > view)
         self.virtual_size = Size(self._total_width() + bar, height)
 
     def _total_width(self) -> int:
@@ -405,15 +399,12 @@ class RunTable(ScrollView, can_focus=True):
                     self._update(row)
 
     def _jump_to_line(self, top: int) -> None:
-        """Scroll to line `top` at once. Textual's `set_scroll` calls no watcher: the lines are
-        repainted here, and the rows that come into view brought up to date (their ages, and
-        the values of runs that changed while off screen)."""
+        """Scroll to line `top` at once, and bring the rows that come into view up to date
+        (their ages, and the values of runs that changed while off screen)."""
         was = int(self.scroll_y)
-        self.set_scroll(None, top)
-        if int(self.scroll_y) != was:
-            self.refresh()
-            if self.row_source is not None:
-                self.refresh_visible()
+        super()._jump_to_line(top)
+        if int(self.scroll_y) != was and self.row_source is not None:
+            self.refresh_visible()
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
@@ -425,7 +416,8 @@ class RunTable(ScrollView, can_focus=True):
         super().notify_style_update()
         self._painter.redraw()
         self._header = None
-        self._base = self._bar_look = None
+        self._base = None
+        self._forget_bar_look()
 
     def restyle(self) -> None:
         """The status looks changed (a new theme): draw every cell again."""
@@ -569,11 +561,13 @@ class RunTable(ScrollView, can_focus=True):
         self.refresh_visible()
 
     def on_focus(self, event: events.Focus) -> None:
-        self._base = self._bar_look = None
+        self._base = None
+        self._forget_bar_look()
         self.refresh()
 
     def on_blur(self, event: events.Blur) -> None:
-        self._base = self._bar_look = None
+        self._base = None
+        self._forget_bar_look()
         self.refresh()
 
     @property
@@ -608,49 +602,6 @@ class RunTable(ScrollView, can_focus=True):
             strip = self._row_strip(key, index == self.cursor_row, key in self._marked)
         strip = strip.crop_extend(scroll_x, scroll_x + width - bar, base)
         return Strip([*strip, self._bar_cell(y, view.height)], width) if bar else strip
-
-    # --- the scrollbar (scroll_bar.py) -----------------------------------------------
-
-    def _bar_cell(self, y: int, height: int) -> Segment:
-        if self._bar_look is None:
-            styles = self.styles
-            _, background = self.background_colors
-            thumb = styles.scrollbar_color_active if self._dragging else styles.scrollbar_color
-            self._bar_look = (
-                Style(bgcolor=(background + styles.scrollbar_background).rich_color),
-                Style(bgcolor=(background + thumb).rich_color),
-            )
-        # The bar spans the table's height, the header's line too, as Textual's does.
-        start, end = thumb_span(self.virtual_size.height, height, self.scroll_y)
-        return self._bar_cells.cell(start <= y < end, self._bar_look)
-
-    def _on_bar(self, x: int) -> bool:
-        return bool(self._bar) and x >= self.scrollable_content_region.width - self._bar
-
-    def _drag_to(self, y: int) -> None:
-        self._jump_to_line(top_for(self.virtual_size.height, self.scrollable_content_region.height, y))
-
-    def on_mouse_down(self, event: events.MouseDown) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or not self._on_bar(offset.x):
-            return
-        event.stop()
-        self._dragging, self._bar_look = True, None
-        self.capture_mouse()
-        self._drag_to(offset.y)
-        self.refresh()
-
-    def on_mouse_move(self, event: events.MouseMove) -> None:
-        if self._dragging:
-            event.stop()
-            self._drag_to(event.get_content_offset_capture(self).y)
-
-    def on_mouse_up(self, event: events.MouseUp) -> None:
-        if self._dragging:
-            event.stop()
-            self._dragging, self._bar_look = False, None
-            self.release_mouse()
-            self.refresh()
 
     def _header_strip(self) -> Strip:
         sig = (tuple(self._widths), self.sort_column, self.sort_reverse, self.has_focus)
