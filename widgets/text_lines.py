@@ -46,7 +46,7 @@ def hang_wrap(text: Text, console: Console, width: int, hang: int = 0) -> list[T
     """`text` wrapped to `width`, its lines after the first `hang` cells in: a long value goes on
     under itself (the detail pane's facts and entries), not at the left edge."""
     if text.cell_len <= width and "\n" not in text.plain:
-        return [text]  # nearly every line; Rich's wrap is a fifth of the detail pane's second at idle
+        return [text]  # nearly every line; Rich's wrap of one took 46 µs, more than drawing it (30 µs)
     pieces = list(text.wrap(console, width, overflow="fold"))
     if len(pieces) > 1 and hang and width > hang + 8:
         rest = text[len(pieces[0].plain) :]
