@@ -108,11 +108,14 @@ async def main_async(args) -> int:
     bg: list[tuple[dict, asyncio.subprocess.Process, Path, Path]] = []
     logs = Path(args.out).parent
     deadline = time.monotonic() + args.seconds
+    # Past the window, an actor that has tried fewer than --min-acts goes on (up to three windows
+    # in all): the round must race, however slow the machine is today.
+    hard_deadline = time.monotonic() + 3 * args.seconds
     n = 0
     idle = 0
     next_by_run = args.seed % 2 == 0  # flips at each resume: the next one goes the other way
     try:
-        while n < args.acts and time.monotonic() < deadline:
+        while n < args.acts and (time.monotonic() < deadline or (n < args.min_acts and time.monotonic() < hard_deadline)):
             mtime = runs_path.stat().st_mtime_ns
             if mtime != runs_mtime:  # the harness queued more runs
                 runs_mtime = mtime
@@ -234,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--acts", type=int, default=100)
     p.add_argument("--total", type=int, default=0, help="how many runs the harness will queue in all")
     p.add_argument("--seconds", type=float, default=30)
+    p.add_argument("--min-acts", type=int, default=0, help="acts to try even past --seconds (up to three times it)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cli-frac", type=float, default=0.15)
     p.add_argument("--pause", type=float, default=0.05)

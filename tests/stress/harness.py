@@ -130,6 +130,9 @@ class Params:
     acts: int = 150
     actors: int = 3
     seconds: float = 30.0
+    # Acts tried in all before the actors stop, past `seconds` if need be (up to three times
+    # it): a loaded machine gets few acts into the window (CI once got 14 of 160 in 15 s).
+    min_acts: int = 0
     cli_frac: float = 0.15
     cancel_frac: float = 0.35
     seed: int = 1
@@ -254,6 +257,7 @@ class Round:
                             "--runs", str(self.base / "runs.json"), "--out", str(self.base / f"acts{i}.jsonl"), "--name", f"a{i}",
                             "--acts", str(min(per, self.p.acts - per * i)), "--seconds", str(self.p.seconds), "--seed", str(self.p.seed * 100 + i),
                             "--cli-frac", str(self.p.cli_frac), "--total", str(self.p.runs),
+                            "--min-acts", str(math.ceil(self.p.min_acts / max(1, self.p.actors))),
                         ],
                         f"actor{i}",
                     )
