@@ -152,6 +152,15 @@ async def until(pilot, predicate: Callable[[], Any], timeout: float = 20.0, what
         await pilot.pause(0.05)
 
 
+async def dialog_up(pilot, what: str = "the dialog") -> Any:
+    """The confirmation on screen, buttons and all. The dialog is the app's screen before its
+    children are mounted: a query in between found its body without its buttons (CI, 2026-12-05)."""
+    from swarmkit.widgets.confirm_dialog import ConfirmDialog
+
+    app = pilot.app
+    return await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen.is_mounted and app.screen, what=what)
+
+
 def main_screen(app):
     from swarmkit.console.main_screen import MainScreen
 

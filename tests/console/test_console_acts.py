@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from console_helpers import (
+    dialog_up,
     first_poll,
     init_store,
     job_of,
@@ -99,7 +100,7 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         await until(pilot, lambda: status_cell(app, cancel_destroy) == "running" and (run_dir / "out.txt").exists(), what="canceller at work")
         assert table.select(cancel_destroy)
         await pilot.press("c")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel dialog")
+        dialog = await dialog_up(pilot, "the cancel dialog")
         body = dialog.query_one("#dialog-body").render()
         words = str(body)
         assert cancel_destroy[:8] in words and "running" in words and "DESTROYED" in words
@@ -115,7 +116,7 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         await until(pilot, lambda: status_cell(app, cancel_keep) == "running" and (keep_dir / "out.txt").exists(), what="second canceller at work")
         assert table.select(cancel_keep)
         await pilot.press("C")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel-keep dialog")
+        dialog = await dialog_up(pilot, "the cancel-keep dialog")
         assert "KEPT" in str(dialog.query_one("#dialog-body").render())
         await pilot.click("#choice-cancel")
         await until(pilot, lambda: status_cell(app, cancel_keep) == "cancelled", what="cancelled, kept")
@@ -126,7 +127,7 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         await until(pilot, lambda: status_cell(app, gated) == "deferred", what="deferred at the gate")
         assert table.select(gated)
         await pilot.press("a")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the approve dialog")
+        dialog = await dialog_up(pilot, "the approve dialog")
         words = str(dialog.query_one("#dialog-body").render())
         assert gated[:8] in words and "gated" in words and "'ship'" in words and "Nothing is destroyed" in words
         assert (await job_of(store_url, workspace, gated)).status == "deferred"  # nothing yet: it asks first
@@ -174,12 +175,12 @@ async def test_cancel_dialog_back_and_stop_instead(sqlite_url, workspace, fast_e
         screen = await first_poll(pilot)
         assert screen.query_one(RunTable).select(run)
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the dialog")
+        await dialog_up(pilot, "the dialog")
         await pilot.press("escape")  # backing out does nothing
         await until(pilot, lambda: app.screen is screen, what="back on the table")
         assert (await job_of(sqlite_url, workspace, run)).status == "queued"
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the dialog again")
+        await dialog_up(pilot, "the dialog again")
         await pilot.click("#choice-stop")
         await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped instead of cancelled")
         assert (await job_of(sqlite_url, workspace, run)).status == "stopped"
@@ -234,13 +235,13 @@ async def test_resume_of_a_deferred_run_asks_first_for_it_approves_the_gate(stor
         assert screen.query_one(RunTable).get_cell(run, "node").plain == "2/2 ship"
         assert screen.query_one(RunTable).select(run)
         await pilot.press("r")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the question")
+        dialog = await dialog_up(pilot, "the question")
         assert str(dialog.query_one("#dialog-title").render()) == f"Resume run {gated}, approving its gate?"
         await pilot.press("escape")  # backing out approves nothing
         await until(pilot, lambda: screen.last_message == f"{gated}: nothing done", what="nothing done")
         assert (await job_of(store_url, workspace, run)).status == "deferred"
         await pilot.press("r")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog), what="the question again")
+        await dialog_up(pilot, "the question again")
         await pilot.click("#choice-go")
         await until(pilot, lambda: status_cell(app, run) == "queued", what="approved and queued")
         # The poll may show the queued row before the act's own message is set: wait for the message too.
@@ -261,7 +262,7 @@ async def test_stop_now_asks_first_then_interrupts_the_node_in_flight(store_url,
         await until(pilot, lambda: status_cell(app, run) == "running" and (workspace / ".swarmkit" / "runs" / run / "out.txt").exists(), what="the node at work")
         assert screen.query_one(RunTable).select(run)
         await pilot.press("S")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the stop-now dialog")
+        dialog = await dialog_up(pilot, "the stop-now dialog")
         words = str(dialog.query_one("#dialog-body").render())
         assert run[:8] in words and "canceller" in words and "lost" in words  # its work in flight is lost
         assert (await job_of(store_url, workspace, run)).stop_requested_at is None  # nothing yet: it asks first

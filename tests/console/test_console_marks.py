@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from console_helpers import dialog_up, first_poll, init_store, job_of, status_cell, submit, until
 from textual import events
 
 from swarmkit.console.app import make_app
 from swarmkit.runtime import control
 from swarmkit.store import Store
-from swarmkit.widgets.confirm_dialog import ConfirmDialog
 from swarmkit.widgets.run_detail import RunDetail
 from swarmkit.widgets.run_table import MARK, RunTable
 from tests.conftest import write_flow
@@ -62,7 +61,7 @@ async def test_marked_runs_are_acted_on_together_with_an_outcome_each(store_url,
         # s on three marked runs: no question (a stop keeps everything), an outcome for each.
         assert table.select(c)  # the cursor is elsewhere: the marks decide
         await pilot.press("s")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the outcomes")
+        dialog = await dialog_up(pilot, "the outcomes")
         assert screen.last_message.startswith(f"2 stopped, 1 unchanged: {ended[:8]} is cancelled"), screen.last_message
         outcomes = str(dialog.query_one("#dialog-body").render())
         assert f"{a[:8]} was queued; stopped at once" in outcomes and f"{ended[:8]} is cancelled; nothing to stop" in outcomes
@@ -74,7 +73,7 @@ async def test_marked_runs_are_acted_on_together_with_an_outcome_each(store_url,
         await mark(pilot, table, a)
         await mark(pilot, table, b)
         await pilot.press("c")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the cancel dialog")
+        dialog = await dialog_up(pilot, "the cancel dialog")
         words = str(dialog.query_one("#dialog-body").render())
         assert "Cancel 2 marked runs?" in str(dialog.query_one("#dialog-title").render())
         assert a[:8] in words and b[:8] in words and "quick is stopped" in words and "DESTROYED" in words and c[:8] not in words

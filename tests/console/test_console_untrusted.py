@@ -14,11 +14,10 @@ import sys
 import termios
 import time
 
-from console_helpers import HOSTILE_ACTOR, HOSTILE_FLOW, HOSTILE_LINES, HOSTILE_NODE, add_hostile_run, first_poll, until
+from console_helpers import HOSTILE_ACTOR, HOSTILE_FLOW, HOSTILE_LINES, HOSTILE_NODE, add_hostile_run, dialog_up, first_poll, until
 
 from swarmkit.console.app import make_app
 from swarmkit.console.log_screen import LogScreen
-from swarmkit.widgets.confirm_dialog import ConfirmDialog
 from swarmkit.widgets.log_tail import LogTail, line_text
 from swarmkit.widgets.run_detail import RunDetail, detail_text
 from swarmkit.widgets.run_table import RunTable
@@ -56,7 +55,7 @@ async def test_hostile_text_is_shown_literally_and_stays_dead(sqlite_url, worksp
         assert inert(shown)
         # The cancel dialog names the run: literally.
         await pilot.press("c")
-        dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen, what="the dialog")
+        dialog = await dialog_up(pilot, "the dialog")
         body = str(dialog.query_one("#dialog-body").render())
         assert "[@click=app.quit]x[/]" in body and inert(body)
         await pilot.press("escape")
