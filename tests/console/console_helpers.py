@@ -152,13 +152,19 @@ async def until(pilot, predicate: Callable[[], Any], timeout: float = 20.0, what
         await pilot.pause(0.05)
 
 
+async def screen_up(pilot, kind: type, what: str) -> Any:
+    """The app's screen once it is a `kind` with all its children mounted. A pushed screen is the
+    app's screen before its children are: a query in between found a dialog's body without its
+    buttons (CI, 2026-12-05)."""
+    app = pilot.app
+    return await until(pilot, lambda: isinstance(app.screen, kind) and app.screen.is_mounted and app.screen, what=what)
+
+
 async def dialog_up(pilot, what: str = "the dialog") -> Any:
-    """The confirmation on screen, buttons and all. The dialog is the app's screen before its
-    children are mounted: a query in between found its body without its buttons (CI, 2026-12-05)."""
+    """The confirmation on screen, buttons and all."""
     from swarmkit.widgets.confirm_dialog import ConfirmDialog
 
-    app = pilot.app
-    return await until(pilot, lambda: isinstance(app.screen, ConfirmDialog) and app.screen.is_mounted and app.screen, what=what)
+    return await screen_up(pilot, ConfirmDialog, what)
 
 
 def main_screen(app):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console_helpers import first_poll, init_store, job_of, status_cell, submit, until
+from console_helpers import first_poll, init_store, job_of, screen_up, status_cell, submit, until
 from textual.command import CommandPalette
 
 from swarmkit.console.acts import ACT_BY_ACTION
@@ -59,7 +59,7 @@ async def test_read_only_hides_every_act_and_says_so(sqlite_url, workspace, fast
         assert not screen.query_one(RunTable).marked_keys
         assert (await job_of(sqlite_url, workspace, run)).status == "queued"
         await pilot.press("question_mark")
-        help_screen = await until(pilot, lambda: isinstance(app.screen, HelpScreen) and app.screen, what="help")
+        help_screen = await screen_up(pilot, HelpScreen, "help")
         words = [key for key, _ in help_screen.entries]
         assert "s" not in words and "c" not in words and "l" in words
         assert "read-only" in str(help_screen.query_one("Static").render())
@@ -80,14 +80,14 @@ async def test_palette_offers_the_acts_that_apply_and_runs_them(sqlite_url, work
         assert offered() == {"stop", "cancel", "cancel_keep"}  # queued: nothing to resume or approve
         assert footer_keys(app) >= set(ACTS)
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+        await screen_up(pilot, CommandPalette, "the palette")
         await pilot.press(*f"stop run {run[:8]}")
         await pilot.pause(0.5)
         await pilot.press("enter")
         await until(pilot, lambda: status_cell(app, run) == "stopped", what="stopped from the palette")
         assert offered() == {"resume", "cancel", "cancel_keep"}  # stopped: no stop offered again
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette again")
+        await screen_up(pilot, CommandPalette, "the palette again")
         await pilot.press(*"stop run")
         await pilot.pause(0.5)
         shown = [str(o.prompt) for o in app.screen.query("OptionList").first().options]

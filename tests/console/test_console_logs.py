@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from console_helpers import add_events, first_poll, init_store, submit, until
+from console_helpers import add_events, first_poll, init_store, screen_up, submit, until
 
 from swarmkit.console.app import make_app
 from swarmkit.console.log_screen import PAGE, LogScreen
@@ -48,12 +48,11 @@ def fill_events(db: Path, run_id: str, count: int) -> None:
 
 
 async def open_log(pilot, run_id: str) -> LogScreen:
-    app = pilot.app
     screen = await first_poll(pilot)
     await until(pilot, lambda: screen.query_one(RunTable).row_for(run_id), what="the run's row")
     assert screen.query_one(RunTable).select(run_id)
     await pilot.press("l")
-    log_screen = await until(pilot, lambda: isinstance(app.screen, LogScreen) and app.screen, what="the log screen")
+    log_screen = await screen_up(pilot, LogScreen, "the log screen")
     return log_screen
 
 
