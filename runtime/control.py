@@ -132,8 +132,10 @@ async def submit(
     *,
     actor: str | None = None,
     host_here: bool = False,
+    lease_s: float | None = None,
 ) -> JobRecord:
-    """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1."""
+    """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1,
+    under its lease (`lease_s`; SWARMKIT_LEASE if not given)."""
     from sqlalchemy import insert
 
     from swarmkit.store.models import checkpoints, jobs
@@ -164,7 +166,10 @@ async def submit(
         workspace_root=str(store.loc.workspace),
     )
     if host_here:
-        values.update(status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), started_at=now, last_event_at=now)
+        values.update(
+            status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), started_at=now, last_event_at=now,
+            lease_s=_lease(lease_s),
+        )
     async with store.write() as conn:
         await conn.execute(insert(jobs).values(**values))
         await conn.execute(
@@ -343,15 +348,16 @@ async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActRes
     return await resume(store, ref, actor=actor, only_deferred=True)
 
 
-async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) -> tuple[ActResult, JobRecord | None]:
-    """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here."""
+async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, lease_s: float | None = None) -> tuple[ActResult, JobRecord | None]:
+    """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here, under `lease_s`."""
     from sqlalchemy import case, update
 
     from swarmkit.store.models import jobs
 
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
-    await mark_lost(store, Settings.from_env().lease_s)
+    lease_s = _lease(lease_s)
+    await mark_lost(store, lease_s)
     job = await _reload(store, job.id)
     from .flow_modules import missing_for_row
 
@@ -368,7 +374,10 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
             return _refuse_resume(job), None
         now = store_now()
         values = _resume_values(job, now)
-        values.update(status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), last_event_at=now)
+        values.update(
+            status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), last_event_at=now,
+            lease_s=lease_s,
+        )
         async with store.write() as conn:
             res = await conn.execute(
                 update(jobs)
@@ -388,8 +397,10 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None) 
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job), None
 
 
-async def claim_queued(store: Store, limit: int, *, worker: str | None = None, told: set[str] | None = None) -> list[JobRecord]:
-    """Claim up to `limit` queued runs; a run claimed by another worker first is skipped.
+async def claim_queued(
+    store: Store, limit: int, *, worker: str | None = None, told: set[str] | None = None, lease_s: float | None = None,
+) -> list[JobRecord]:
+    """Claim up to `limit` queued runs, under the claiming host's lease; a run claimed by another worker first is skipped.
 
     A run whose callables cannot be loaded here is not claimed: it stays
     queued for a worker that can, and an event (`run.unloadable`) names this
@@ -426,7 +437,7 @@ async def claim_queued(store: Store, limit: int, *, worker: str | None = None, t
             continue
         now = store_now()
         try:
-            row = await _claim_one(store, job_id, epoch, now)
+            row = await _claim_one(store, job_id, epoch, now, _lease(lease_s))
         except STORE_FAULTS:
             if claimed:
                 break  # what was claimed is committed: hand it over to be hosted
@@ -445,7 +456,7 @@ async def _tell_unloadable(store: Store, job_id: str, worker: str, missing: list
         await record_event(conn, job_id, UNLOADABLE, text)
 
 
-async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> JobRecord | None:
+async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime, lease_s: float) -> JobRecord | None:
     from sqlalchemy import case, update
 
     from swarmkit.store.models import jobs
@@ -456,7 +467,7 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime) -> Jo
             .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
             .values(
                 status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(),
-                last_event_at=now, updated_at=now, stall_at=None,
+                lease_s=lease_s, last_event_at=now, updated_at=now, stall_at=None,
                 started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
             )
         )
@@ -529,6 +540,11 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
 
 
 # --- leases -----------------------------------------------------------------
+
+
+def _lease(lease_s: float | None) -> float:
+    """The lease a claim writes on the row: the hosting process's (its SWARMKIT_LEASE unless it says)."""
+    return Settings.from_env().lease_s if lease_s is None else lease_s
 
 
 async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | None = None) -> list[str]:

@@ -55,7 +55,7 @@ class Worker:
             await conn.execute(
                 insert(workers).values(
                     id=self.id, host=host_name(), pid=os.getpid(), concurrency=self.concurrency,
-                    started_at=beat["heartbeat_at"], clock_offset_s=clock.offset_s(), **beat,
+                    started_at=beat["heartbeat_at"], clock_offset_s=clock.offset_s(), lease_s=self.settings.lease_s, **beat,
                 )
             )
 
@@ -121,7 +121,7 @@ class Worker:
                     try:
                         await mark_lost(self.store, self.settings.lease_s, self.hosting)
                         free = self.concurrency - len(self.hosted)
-                        for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable):
+                        for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable, lease_s=self.settings.lease_s):
                             self.say(f"{job.short_id} claimed: {job.flow} at agent {step_words(job.step, job.steps, job.current_node)}")
                             self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
                     except StoreReplaced:

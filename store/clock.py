@@ -94,19 +94,28 @@ def beat() -> dict[str, Any]:
 
 
 def stale(table: Table, sqlite: bool) -> ColumnElement[bool]:
-    """`table`'s heartbeat is older than the age given to `age_params` (a lapsed lease, a gone worker)."""
-    from sqlalchemy import and_, bindparam, or_
+    """`table`'s heartbeat is older than the age given to `age_params` (a lapsed lease, a gone worker),
+    and older than the row's own `lease_s` where its host gave one: the longer lease decides.
+
+    A host fences itself by its own lease; a judge with a shorter one (a console, `swarmkit status`
+    started with another SWARMKIT_LEASE) marked its healthy runs lost while their agents still
+    worked (migration 0006)."""
+    from sqlalchemy import and_, bindparam, literal_column, or_
+    from sqlalchemy.types import Interval
 
     from .models import UTCDateTime
 
+    lease = table.c.lease_s
     by_wall = table.c.heartbeat_at < bindparam("b_cutoff", type_=UTCDateTime())
     if not sqlite:
-        return by_wall
+        its_own = table.c.heartbeat_at + lease * literal_column("interval '1 second'", Interval()) < bindparam("b_now", type_=UTCDateTime())
+        return and_(by_wall, or_(lease.is_(None), its_own))
     mono = table.c.heartbeat_mono
     # Spelled so that no branch is NULL: NOT (NULL OR ...) would hide a live row.
+    lapsed = and_(mono < bindparam("b_mono_cutoff"), or_(lease.is_(None), mono + lease < bindparam("b_mono_now")))
     return or_(
-        and_(mono.is_not(None), or_(mono < bindparam("b_mono_cutoff"), mono > bindparam("b_mono_future"))),
-        and_(mono.is_(None), by_wall),  # a row stamped before migration 0003
+        and_(mono.is_not(None), or_(lapsed, mono > bindparam("b_mono_future"))),
+        and_(mono.is_(None), by_wall),  # a row stamped before migration 0003 (no lease of its own either)
     )
 
 
@@ -118,8 +127,9 @@ def fresh(table: Table, sqlite: bool) -> ColumnElement[bool]:
 
 def age_params(age_s: float, sqlite: bool, now: datetime | None = None) -> dict[str, Any]:
     """`now`: judge by another clock than the store's (a console frozen in time for its snapshots)."""
-    params: dict[str, Any] = {"b_cutoff": (now or store_now()) - timedelta(seconds=age_s)}
+    at = now or store_now()
+    params: dict[str, Any] = {"b_cutoff": at - timedelta(seconds=age_s), "b_now": at}
     if sqlite:
         boot = boot_clock()
-        params.update(b_mono_cutoff=boot - age_s, b_mono_future=boot + 1.0)
+        params.update(b_mono_cutoff=boot - age_s, b_mono_now=boot, b_mono_future=boot + 1.0)
     return params

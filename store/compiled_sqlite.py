@@ -20,7 +20,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                  'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                  'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                 'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+                 'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                  'FROM jobs \n'
                  'WHERE jobs.status IN (__[POSTCOMPILE_status_1]) ORDER BY jobs.created_at DESC',
                  {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
@@ -59,7 +59,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                   'node_started_at',
                   'stop_now',
                   'stall_at',
-                  'stop_overdue_at'),
+                  'stop_overdue_at',
+                  'lease_s'),
                  (None,
                   None,
                   None,
@@ -94,7 +95,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                   'datetime',
                   'bool',
                   'datetime',
-                  'datetime')),
+                  'datetime',
+                  None)),
  'ACTIVE_JOBS_NEWEST': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                         'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
                         'jobs.stop_requested_at AS stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS '
@@ -102,7 +104,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                         'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, jobs.steps, '
                         'jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                         'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at AS '
-                        'stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+                        'stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                         'FROM jobs \n'
                         'WHERE jobs.status IN (__[POSTCOMPILE_status_1]) ORDER BY jobs.created_at DESC\n'
                         ' LIMIT :b_limit OFFSET :param_1',
@@ -142,7 +144,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'node_started_at',
                          'stop_now',
                          'stall_at',
-                         'stop_overdue_at'),
+                         'stop_overdue_at',
+                         'lease_s'),
                         (None,
                          None,
                          None,
@@ -177,7 +180,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'datetime',
                          'bool',
                          'datetime',
-                         'datetime')),
+                         'datetime',
+                         None)),
  'ALEMBIC_VERSION': ('SELECT alembic_version.version_num \nFROM alembic_version', {}, {}, ('version_num',), (None,)),
  'CHANGED_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
                    'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
@@ -185,7 +189,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                    'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                    'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                    'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                   'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+                   'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                    'FROM jobs \n'
                    'WHERE jobs.updated_at > :b_after ORDER BY jobs.updated_at',
                    {},
@@ -224,7 +228,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'node_started_at',
                     'stop_now',
                     'stall_at',
-                    'stop_overdue_at'),
+                    'stop_overdue_at',
+                    'lease_s'),
                    (None,
                     None,
                     None,
@@ -259,7 +264,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'datetime',
                     'bool',
                     'datetime',
-                    'datetime')),
+                    'datetime',
+                    None)),
  'CHANGE_MARKER': ('SELECT (SELECT max(jobs.updated_at) AS max_1 \n'
                    'FROM jobs) AS anon_1, (SELECT count(*) AS count_1 \n'
                    'FROM jobs \n'
@@ -284,7 +290,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                 'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                 'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                 'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, '
-                'jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+                'jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                 'FROM jobs \n'
                 'WHERE (jobs.status NOT IN (__[POSTCOMPILE_status_1])) ORDER BY jobs.updated_at DESC\n'
                 ' LIMIT :b_limit OFFSET :param_1',
@@ -324,7 +330,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'node_started_at',
                  'stop_now',
                  'stall_at',
-                 'stop_overdue_at'),
+                 'stop_overdue_at',
+                 'lease_s'),
                 (None,
                  None,
                  None,
@@ -359,7 +366,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'datetime',
                  'bool',
                  'datetime',
-                 'datetime')),
+                 'datetime',
+                 None)),
  'ENDED_SINCE': ('SELECT jobs.status \nFROM jobs \nWHERE jobs.updated_at >= :b_since AND (jobs.status NOT IN (__[POSTCOMPILE_status_1]))',
                  {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
                  {'b_since': 'datetime'},
@@ -379,7 +387,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
              'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, '
              'jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, '
              'jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, '
-             'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+             'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
              'FROM jobs \n'
              'WHERE jobs.id = :b_id',
              {},
@@ -418,7 +426,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'node_started_at',
               'stop_now',
               'stall_at',
-              'stop_overdue_at'),
+              'stop_overdue_at',
+              'lease_s'),
              (None,
               None,
               None,
@@ -453,14 +462,15 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'datetime',
               'bool',
               'datetime',
-              'datetime')),
+              'datetime',
+              None)),
  'GET_JOBS': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
               'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
               'stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS cancel_requested_at, jobs.cancel_requested_by, '
               'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, '
               'jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, '
               'jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, '
-              'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+              'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
               'FROM jobs \n'
               'WHERE jobs.id IN (__[POSTCOMPILE_b_ids])',
               {},
@@ -499,7 +509,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                'node_started_at',
                'stop_now',
                'stall_at',
-               'stop_overdue_at'),
+               'stop_overdue_at',
+               'lease_s'),
               (None,
                None,
                None,
@@ -534,7 +545,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                'datetime',
                'bool',
                'datetime',
-               'datetime')),
+               'datetime',
+               None)),
  'INSERT_AUDIT': ('INSERT INTO audit (at, actor, action, job_id, detail) VALUES (:b_at, :b_actor, :b_action, :b_job_id, :b_detail)',
                   {},
                   {'b_at': 'datetime'},
@@ -557,7 +569,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                     'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                     'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                    'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+                    'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                     'FROM jobs \n'
                     'WHERE jobs.id LIKE :b_pattern ORDER BY jobs.created_at DESC\n'
                     ' LIMIT :b_limit OFFSET :param_1',
@@ -597,7 +609,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'node_started_at',
                      'stop_now',
                      'stall_at',
-                     'stop_overdue_at'),
+                     'stop_overdue_at',
+                     'lease_s'),
                     (None,
                      None,
                      None,
@@ -632,38 +645,43 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'datetime',
                      'bool',
                      'datetime',
-                     'datetime')),
+                     'datetime',
+                     None)),
  'LEASE_EXPIRED': ('SELECT jobs.id \n'
                    'FROM jobs \n'
-                   'WHERE jobs.status = :status_1 AND jobs.heartbeat_at < :b_cutoff\n'
+                   'WHERE jobs.status = :status_1 AND jobs.heartbeat_at < :b_cutoff AND (jobs.lease_s IS NULL OR jobs.heartbeat_at + '
+                   "jobs.lease_s * interval '1 second' < :b_now)\n"
                    ' LIMIT :param_1 OFFSET :param_2',
                    {'param_1': 1, 'param_2': 0, 'status_1': 'running'},
-                   {'b_cutoff': 'datetime'},
+                   {'b_cutoff': 'datetime', 'b_now': 'datetime'},
                    ('id',),
                    (None,)),
  'LEASE_EXPIRED_SQLITE': ('SELECT jobs.id \n'
                           'FROM jobs \n'
-                          'WHERE jobs.status = :status_1 AND (jobs.heartbeat_mono IS NOT NULL AND (jobs.heartbeat_mono < :b_mono_cutoff OR '
-                          'jobs.heartbeat_mono > :b_mono_future) OR jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff)\n'
+                          'WHERE jobs.status = :status_1 AND (jobs.heartbeat_mono IS NOT NULL AND (jobs.heartbeat_mono < :b_mono_cutoff '
+                          'AND (jobs.lease_s IS NULL OR jobs.heartbeat_mono + jobs.lease_s < :b_mono_now) OR jobs.heartbeat_mono > '
+                          ':b_mono_future) OR jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff)\n'
                           ' LIMIT :param_1 OFFSET :param_2',
                           {'param_1': 1, 'param_2': 0, 'status_1': 'running'},
-                          {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float'},
+                          {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float', 'b_mono_now': 'float'},
                           ('id',),
                           (None,)),
  'LIVE_WORKERS': ('SELECT count(*) AS count_1 \n'
                   'FROM workers \n'
-                  'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND workers.heartbeat_at >= :b_cutoff',
+                  'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND NOT (workers.heartbeat_at < :b_cutoff AND '
+                  "(workers.lease_s IS NULL OR workers.heartbeat_at + workers.lease_s * interval '1 second' < :b_now))",
                   {},
-                  {'b_cutoff': 'datetime'},
+                  {'b_cutoff': 'datetime', 'b_now': 'datetime'},
                   ('count_1',),
                   (None,)),
  'LIVE_WORKERS_SQLITE': ('SELECT count(*) AS count_1 \n'
                          'FROM workers \n'
                          'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND NOT (workers.heartbeat_mono IS NOT '
-                         'NULL AND (workers.heartbeat_mono < :b_mono_cutoff OR workers.heartbeat_mono > :b_mono_future) OR '
-                         'workers.heartbeat_mono IS NULL AND workers.heartbeat_at < :b_cutoff)',
+                         'NULL AND (workers.heartbeat_mono < :b_mono_cutoff AND (workers.lease_s IS NULL OR workers.heartbeat_mono + '
+                         'workers.lease_s < :b_mono_now) OR workers.heartbeat_mono > :b_mono_future) OR workers.heartbeat_mono IS NULL AND '
+                         'workers.heartbeat_at < :b_cutoff)',
                          {},
-                         {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float'},
+                         {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float', 'b_mono_now': 'float'},
                          ('count_1',),
                          (None,)),
  'META_FACTS': ('SELECT swarmkit_meta."key", swarmkit_meta.value \nFROM swarmkit_meta', {}, {}, ('key', 'value'), (None, None)),
@@ -682,7 +700,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                           'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                           'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
-                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at \n'
+                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                           'FROM jobs \n'
                           'WHERE jobs.status = :status_1 AND jobs.last_event_at > :b_since',
                           {'status_1': 'running'},
@@ -721,7 +739,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'node_started_at',
                            'stop_now',
                            'stall_at',
-                           'stop_overdue_at'),
+                           'stop_overdue_at',
+                           'lease_s'),
                           (None,
                            None,
                            None,
@@ -756,7 +775,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'datetime',
                            'bool',
                            'datetime',
-                           'datetime')),
+                           'datetime',
+                           None)),
  'SQLITE_TABLES': ('SELECT sqlite_master.name \n'
                    'FROM sqlite_master \n'
                    "WHERE sqlite_master.type = :type_1 AND sqlite_master.name NOT LIKE :name_1 ESCAPE '~' ORDER BY sqlite_master.name",
@@ -767,9 +787,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
  'STALE_RUNNING': ('SELECT jobs.id, jobs.epoch, jobs.cancel_requested_at, jobs.cancel_keep, jobs.cancel_requested_by, jobs.host, jobs.pid, '
                    'jobs.heartbeat_at, jobs.flow, jobs.current_node \n'
                    'FROM jobs \n'
-                   'WHERE jobs.status = :status_1 AND jobs.heartbeat_at < :b_cutoff',
+                   'WHERE jobs.status = :status_1 AND jobs.heartbeat_at < :b_cutoff AND (jobs.lease_s IS NULL OR jobs.heartbeat_at + '
+                   "jobs.lease_s * interval '1 second' < :b_now)",
                    {'status_1': 'running'},
-                   {'b_cutoff': 'datetime'},
+                   {'b_cutoff': 'datetime', 'b_now': 'datetime'},
                    ('id',
                     'epoch',
                     'cancel_requested_at',
@@ -784,10 +805,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
  'STALE_RUNNING_SQLITE': ('SELECT jobs.id, jobs.epoch, jobs.cancel_requested_at, jobs.cancel_keep, jobs.cancel_requested_by, jobs.host, '
                           'jobs.pid, jobs.heartbeat_at, jobs.flow, jobs.current_node \n'
                           'FROM jobs \n'
-                          'WHERE jobs.status = :status_1 AND (jobs.heartbeat_mono IS NOT NULL AND (jobs.heartbeat_mono < :b_mono_cutoff OR '
-                          'jobs.heartbeat_mono > :b_mono_future) OR jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff)',
+                          'WHERE jobs.status = :status_1 AND (jobs.heartbeat_mono IS NOT NULL AND (jobs.heartbeat_mono < :b_mono_cutoff '
+                          'AND (jobs.lease_s IS NULL OR jobs.heartbeat_mono + jobs.lease_s < :b_mono_now) OR jobs.heartbeat_mono > '
+                          ':b_mono_future) OR jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff)',
                           {'status_1': 'running'},
-                          {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float'},
+                          {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float', 'b_mono_now': 'float'},
                           ('id',
                            'epoch',
                            'cancel_requested_at',
@@ -832,20 +854,26 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      (None, 'datetime')),
  'WORKER_SKEW': ('SELECT workers.host, workers.clock_offset_s \n'
                  'FROM workers \n'
-                 'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND workers.heartbeat_at >= :b_cutoff AND '
+                 'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND NOT (workers.heartbeat_at < :b_cutoff AND '
+                 "(workers.lease_s IS NULL OR workers.heartbeat_at + workers.lease_s * interval '1 second' < :b_now)) AND "
                  'abs(workers.clock_offset_s) > :abs_1 ORDER BY abs(workers.clock_offset_s) DESC',
                  {'abs_1': 5.0},
-                 {'abs_1': 'float', 'b_cutoff': 'datetime'},
+                 {'abs_1': 'float', 'b_cutoff': 'datetime', 'b_now': 'datetime'},
                  ('host', 'clock_offset_s'),
                  (None, None)),
  'WORKER_SKEW_SQLITE': ('SELECT workers.host, workers.clock_offset_s \n'
                         'FROM workers \n'
                         'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND NOT (workers.heartbeat_mono IS NOT NULL '
-                        'AND (workers.heartbeat_mono < :b_mono_cutoff OR workers.heartbeat_mono > :b_mono_future) OR '
-                        'workers.heartbeat_mono IS NULL AND workers.heartbeat_at < :b_cutoff) AND abs(workers.clock_offset_s) > :abs_1 '
-                        'ORDER BY abs(workers.clock_offset_s) DESC',
+                        'AND (workers.heartbeat_mono < :b_mono_cutoff AND (workers.lease_s IS NULL OR workers.heartbeat_mono + '
+                        'workers.lease_s < :b_mono_now) OR workers.heartbeat_mono > :b_mono_future) OR workers.heartbeat_mono IS NULL AND '
+                        'workers.heartbeat_at < :b_cutoff) AND abs(workers.clock_offset_s) > :abs_1 ORDER BY abs(workers.clock_offset_s) '
+                        'DESC',
                         {'abs_1': 5.0},
-                        {'abs_1': 'float', 'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float'},
+                        {'abs_1': 'float',
+                         'b_cutoff': 'datetime',
+                         'b_mono_cutoff': 'float',
+                         'b_mono_future': 'float',
+                         'b_mono_now': 'float'},
                         ('host', 'clock_offset_s'),
                         (None, None)),
  'WORKSPACES_FOR': ('SELECT workspaces.job_id, workspaces.path, workspaces.state, workspaces.created_at, workspaces.updated_at \n'

@@ -128,6 +128,9 @@ jobs = Table(
     _col("stall_at", UTCDateTime, null=True),
     # A stop not taken by then shows "stop overdue" (a few times its node's usual duration after the request).
     _col("stop_overdue_at", UTCDateTime, null=True),
+    # The lease of the host that claimed the run, in seconds (migration 0006): no judge marks the run
+    # lost before it has lapsed, whatever the judge's own lease. NULL (an older host): the judge's.
+    _col("lease_s", Float, null=True),
     # The lost-run check of every worker and console (migration 0002).
     Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
     # A flow's newest runs, for a node's usual duration (migration 0004).
@@ -204,6 +207,8 @@ workers = Table(
     _col("heartbeat_mono", Float, null=True),
     # This worker's wall clock minus the store's, in seconds, measured at its last heartbeat.
     _col("clock_offset_s", Float, null=True),
+    # Its lease, in seconds (migration 0006): it counts as live until that lapsed too (jobs.lease_s).
+    _col("lease_s", Float, null=True),
 )
 
 # The outbox of notifications (migration 0005): written in the transaction of the transition

@@ -77,6 +77,7 @@ class JobRecord:
     stop_now: bool | None
     stall_at: datetime | None
     stop_overdue_at: datetime | None
+    lease_s: float | None  # the lease of the host that claimed it (None: an older host's row)
 
     @property
     def short_id(self) -> str:
@@ -183,6 +184,7 @@ class WorkerRecord:
     stopped_at: datetime | None
     heartbeat_mono: float | None = None
     clock_offset_s: float | None = None
+    lease_s: float | None = None
 
 
 def merged_view(job: JobRecord, workspaces: list[WorkspaceRecord], now: datetime | None = None) -> dict[str, Any]:

@@ -360,7 +360,7 @@ def test_a_worker_that_hosts_late_never_hosts_a_run_claimed_since(cli: Cli, tmp_
     rid = submit(cli, flows["shell"].path)
 
     async def claim(store):
-        return await control.claim_queued(store, 1)
+        return await control.claim_queued(store, 1, lease_s=LEASE_S)  # the lease it would fence itself by
 
     mine = with_store(cli.store_url, cli.workspace, claim)  # this process is "worker A"
     assert [j.id for j in mine] == [rid] and mine[0].epoch == 1

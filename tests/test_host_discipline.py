@@ -453,7 +453,7 @@ def test_a_host_never_marks_lost_a_run_it_hosts_itself_however_late_its_heartbea
     run_id = submit(cli, write_flow(tmp_path, "late", 'name = "late"\n[[agents]]\nname = "a"\ncommand = "true"\n'))
 
     async def go(store):
-        (claimed,) = await control.claim_queued(store, 1, worker="tester")  # claimed, then no heartbeat at all
+        (claimed,) = await control.claim_queued(store, 1, worker="tester", lease_s=LEASE_S)  # claimed, then no heartbeat at all
         deadline = time.monotonic() + LEASE_S + 10
         while not await store.run_read(lambda conn: lease_expired(conn, LEASE_S)):  # what any looker sees as lapsed
             assert time.monotonic() < deadline, "the claimed run's lease never lapsed"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Cli, child_env, hold, release, write_flow
-from .helpers import job, wait_for, workspaces
+from .helpers import events, job, wait_for, workspaces
 from .pg_instance import PgInstance, pg_bin
 
 LIBFAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1") if os.path.exists(p)), None)
@@ -158,6 +158,110 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
         wait_for(lambda: _status(cli, env)[rid] == "completed", timeout=30, interval=0.2, what="the run to complete")
     finally:
         _stop(worker)
+
+
+# --- a host's lease is its own ----------------------------------------------
+
+
+def test_a_judge_with_a_shorter_lease_than_the_host_marks_none_of_its_runs_lost(store_url: str, tmp_path: Path):
+    """A worker on a 30 s lease heart-beating every 2 s, and an operator's `swarmkit status` on SWARMKIT_LEASE=1
+    looking again and again for 5 s: the run stays running, and completes. The judge
+    waits for the host's own lease (on the run's row and the worker's): judged by its own, it marked a
+    healthy run lost while its agent still worked, and the host fences itself by its lease, not the judge's
+    (a CI run on 2026-12-04)."""
+    cli = Cli(store_url, tmp_path)
+    gates = tmp_path / "gates"
+    flow = _gated_flow(tmp_path, gates, "held")
+    host_env = {"SWARMKIT_LEASE": "30", "SWARMKIT_HEARTBEAT": "2"}
+    short = {"SWARMKIT_LEASE": "1"}
+    rid = cli.run("run", str(flow), "--detach", env=host_env, check=True).stdout.strip()
+    worker = cli.start("worker", env=host_env)
+    try:
+        wait_for(lambda: _status(cli, host_env).get(rid) == "running", timeout=30, interval=0.2, what="the run to start")
+        seen = []
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            r = cli.run("status", "--json", env=short, timeout=60)
+            assert r.returncode == 0, r.stderr
+            seen.append({j["id"]: j["status"] for j in json.loads(r.stdout)["runs"]}[rid])
+            time.sleep(0.3)
+        assert set(seen) == {"running"} and len(seen) >= 5, seen
+        release(gates, "held")
+        wait_for(lambda: _status(cli, short).get(rid) == "completed", timeout=60, interval=0.3, what="the run to complete")
+    finally:
+        _stop(worker)
+    kinds = [e.kind for e in events(store_url, tmp_path, rid)]
+    assert "run.lost" not in kinds, kinds
+
+
+def test_the_longer_of_the_judges_lease_and_the_hosts_decides(store_url: str, tmp_path: Path):
+    """A run claimed under a 5 s lease whose heartbeat is 3 s old: a judge on 1 s leaves it running; 6 s old,
+    it marks it lost. A judge's own longer lease still holds (60 s: nothing lost), and a row of an older host,
+    with no lease of its own, is judged by the judge's. The same for a worker's row and the live-worker count."""
+    import asyncio
+    import uuid
+    from datetime import timedelta
+
+    from sqlalchemy import insert, update
+
+    from swarmkit.runtime import control
+    from swarmkit.runtime.flow import load_flow
+    from swarmkit.store import Store
+    from swarmkit.store.clock import boot_clock, store_now
+    from swarmkit.store.models import jobs, workers
+    from swarmkit.store.reads import count_live_workers, get_job, lease_expired
+
+    flow = load_flow(write_flow(tmp_path, "quiet", 'name = "quiet"\n[[agents]]\nname = "a"\ncommand = "true"\n'))
+
+    async def go() -> dict[str, object]:
+        store = await Store.open(store_url, tmp_path, create=True)
+        seen: dict[str, object] = {}
+        try:
+            async def beat_ago(table, key, seconds: float, **more) -> None:
+                async with store.write() as conn:
+                    await conn.execute(update(table).where(table.c.id == key).values(
+                        heartbeat_at=store_now() - timedelta(seconds=seconds), heartbeat_mono=boot_clock() - seconds, **more))
+
+            async def judged(key: str, lease_s: float) -> tuple[bool, str]:
+                expired = await store.run_read(lambda conn: lease_expired(conn, lease_s))
+                await control.mark_lost(store, lease_s)
+                job = await store.run_read(lambda conn: get_job(conn, key))
+                return expired, job.status
+
+            run = (await control.submit(store, flow, {}, actor="tester@ci")).id
+            (claimed,) = await control.claim_queued(store, 1, lease_s=5.0)
+            assert claimed.lease_s == 5.0
+            await beat_ago(jobs, run, 3.0)
+            seen["3 s old, judge 1 s"] = await judged(run, 1.0)
+            await beat_ago(jobs, run, 6.0)
+            seen["6 s old, judge 60 s"] = await judged(run, 60.0)
+            seen["6 s old, judge 1 s"] = await judged(run, 1.0)
+            older = (await control.submit(store, flow, {}, actor="tester@ci")).id
+            await control.claim_queued(store, 1, lease_s=5.0)
+            await beat_ago(jobs, older, 3.0, lease_s=None)  # an older host's row: no lease of its own
+            seen["older host, 3 s old, judge 1 s"] = await judged(older, 1.0)
+
+            wid = uuid.uuid4().hex
+            async with store.write() as conn:
+                await conn.execute(insert(workers).values(
+                    id=wid, host="h", pid=1, concurrency=1, started_at=store_now(), heartbeat_at=store_now(),
+                    heartbeat_mono=boot_clock(), lease_s=30.0))
+            await beat_ago(workers, wid, 10.0)
+            seen["worker on 30 s, 10 s old, judge 2 s"] = await store.run_read(lambda conn: count_live_workers(conn, 2.0))
+            await beat_ago(workers, wid, 40.0)
+            seen["worker on 30 s, 40 s old, judge 2 s"] = await store.run_read(lambda conn: count_live_workers(conn, 2.0))
+        finally:
+            await store.close()
+        return seen
+
+    assert asyncio.run(go()) == {
+        "3 s old, judge 1 s": (False, "running"),
+        "6 s old, judge 60 s": (False, "running"),
+        "6 s old, judge 1 s": (True, "lost"),
+        "older host, 3 s old, judge 1 s": (True, "lost"),
+        "worker on 30 s, 10 s old, judge 2 s": 1,
+        "worker on 30 s, 40 s old, judge 2 s": 0,
+    }
 
 
 # --- a server restart -------------------------------------------------------

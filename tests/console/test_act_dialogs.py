@@ -20,7 +20,7 @@ def job(n: int, status: str = "running", **kw) -> JobRecord:
         ended_at=None, stop_requested_at=None, stop_requested_by=None, cancel_requested_at=None, cancel_requested_by=None,
         cancel_keep=False, epoch=1, host="h", pid=1, heartbeat_at=NOW, last_event_at=NOW, current_node="build", step=1,
         steps=3, tokens=0, cost=0.0, error=None, pending_gate=None, approved_step=None, workspace_root=None,
-        heartbeat_mono=None, flow_modules=None, node_started_at=None, stop_now=False, stall_at=None, stop_overdue_at=None,
+        heartbeat_mono=None, flow_modules=None, node_started_at=None, stop_now=False, stall_at=None, stop_overdue_at=None, lease_s=None,
     )
     return replace(base, **kw)
 
