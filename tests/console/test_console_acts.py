@@ -20,16 +20,18 @@ from swarmkit.store import Store
 from swarmkit.store.queries import workspaces_for
 from swarmkit.widgets.confirm_dialog import ConfirmDialog
 from swarmkit.widgets.run_table import RunTable
-from tests.conftest import ALSO_PGBOUNCER, write_flow
+from tests.conftest import ALSO_PGBOUNCER, hold, release, write_flow
 
 
 def flows(ws: Path) -> dict[str, Path]:
     return {
-        "stopper": write_flow(ws, "stopper", """
+        # Its first node waits for the test (release): under load, a node of 2.5 s ended between two
+        # polls of the console, which never saw "stopping" (CI, 2026-12-05).
+        "stopper": write_flow(ws, "stopper", f"""
             name = "stopper"
             [[agents]]
             name = "first"
-            command = "echo first; sleep 2.5"
+            command = "echo first; {hold(ws / 'gates', 'first')}"
             [[agents]]
             name = "second"
             command = "echo second"
@@ -89,6 +91,7 @@ async def test_every_key_acts_on_its_run(store_url, workspace, start_worker):
         await until(pilot, lambda: status_cell(app, stopper) == "stopping", what="stopping")
         # The poll may show the flag before the act's own message is set: wait for the message too.
         await until(pilot, lambda: screen.last_message.startswith(f"stop requested for {stopper[:8]}"), what="the stop's message")
+        release(workspace / "gates", "first")
         await until(pilot, lambda: status_cell(app, stopper) == "stopped", what="stopped")
         assert screen.jobs[stopper].stop_requested_by == "tester@ci"
         await pilot.press("r")
