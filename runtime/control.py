@@ -28,7 +28,7 @@ from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
 from .notify import record_notification
-from .settings import Settings, default_actor, host_name
+from .settings import MAX_LEASE_S, Settings, default_actor, host_name
 from .steps import step_words
 
 if TYPE_CHECKING:
@@ -543,8 +543,13 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
 
 
 def _lease(lease_s: float | None) -> float:
-    """The lease a claim writes on the row: the hosting process's (its SWARMKIT_LEASE unless it says)."""
-    return Settings.from_env().lease_s if lease_s is None else lease_s
+    """The lease a claim writes on the row: the hosting process's (its SWARMKIT_LEASE unless it says).
+    Every judge adds it to the row's heartbeat in SQL: a lease no interval holds is refused here."""
+    if lease_s is None:
+        return Settings.from_env().lease_s
+    if not 0 < lease_s <= MAX_LEASE_S:  # nan fails both
+        raise ValueError(f"a lease of {lease_s!r} s: a host's lease is more than zero and at most {MAX_LEASE_S:g} s")
+    return lease_s
 
 
 async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | None = None) -> list[str]:

@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
+
+# The longest lease a host may hold: a year. A host writes its lease on the rows it claims, and
+# every judge adds it to a heartbeat in SQL: a lease of inf, nan or 1e13 s (past PostgreSQL's
+# intervals, about 9.2e12 s) made every judge of the store fail "interval out of range" (2026-12-05).
+MAX_LEASE_S = 365 * 86400.0
 
 
-def _float_env(name: str, default: float) -> float:
+def _float_env(name: str, default: float, most: float | None = None) -> float:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
         value = float(raw)
     except ValueError:
-        raise SystemExit(f"swarmkit: {name}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise SystemExit(f"swarmkit: {name}={raw!r} must be more than zero")
+        _bad_env(f"{name}={raw!r} is not a number of seconds")
+    # inf and nan are floats too: neither is a number of seconds anything can wait.
+    if not math.isfinite(value) or value <= 0:
+        _bad_env(f"{name}={raw!r} must be a finite number, more than zero")
+    if most is not None and value > most:
+        _bad_env(f"{name}={raw!r} must be at most {most:.0f} seconds")
     return value
+
+
+def _bad_env(words: str) -> NoReturn:
+    """A timing variable that cannot be used: bad usage (exit 2), said in one line."""
+    from .exit_code import ExitCode
+
+    print(f"swarmkit: {words}", file=sys.stderr)
+    raise SystemExit(ExitCode.USAGE)
 
 
 @dataclass(frozen=True)
@@ -52,7 +71,7 @@ class Settings:
     def from_env(cls) -> Settings:
         return cls(
             heartbeat_s=_float_env("SWARMKIT_HEARTBEAT", cls.heartbeat_s),
-            lease_s=_float_env("SWARMKIT_LEASE", cls.lease_s),
+            lease_s=_float_env("SWARMKIT_LEASE", cls.lease_s, most=MAX_LEASE_S),
             interrupt_grace_s=_float_env("SWARMKIT_INTERRUPT_GRACE", cls.interrupt_grace_s),
             term_grace_s=_float_env("SWARMKIT_TERM_GRACE", cls.term_grace_s),
             poll_s=_float_env("SWARMKIT_POLL", cls.poll_s),

@@ -183,6 +183,19 @@ def test_bad_inputs_are_refused_and_good_odd_ones_kept(cli: Cli, tmp_path: Path)
     assert json.loads(row.inputs) == odd
 
 
+def test_a_timing_no_host_can_wait_is_refused_in_a_line(cli: Cli, tmp_path: Path):
+    """A host writes its lease on the runs it claims and every judge adds it to a heartbeat in SQL: a lease of
+    inf, nan or 1e13 s (past PostgreSQL's intervals) made every look at the store fail "interval out of range"
+    (review, 2026-12-05). Refused where it is read, as bad usage, naming the variable."""
+    flow = write_flow(tmp_path, "ok", ONE)
+    assert cli.run("run", str(flow), "--detach").returncode == 0
+    for value, words in (("inf", "must be a finite number"), ("nan", "must be a finite number"), ("-1", "more than zero"),
+                         ("1e13", "must be at most 31536000 seconds"), ("soon", "is not a number of seconds")):
+        for verb in ("status", "worker"):
+            clear(cli.run(verb, env={"SWARMKIT_LEASE": value}, timeout=60), 2, f"SWARMKIT_LEASE={value!r}", words, max_lines=1)
+    assert cli.run("status", env={"SWARMKIT_LEASE": "31536000"}).returncode == 0  # a year is a lease
+
+
 # --- run ids ---------------------------------------------------------------------------------
 
 
