@@ -414,6 +414,7 @@ async def claim_queued(
     if limit <= 0:
         return []
     told = set() if told is None else told
+    lease_s = _lease(lease_s)
     # Runs this worker cannot load stay at the head of the queue: look past them.
     window = limit * 2 + min(len(told), _UNLOADABLE_WINDOW)
     async with store.read() as conn:
@@ -437,7 +438,7 @@ async def claim_queued(
             continue
         now = store_now()
         try:
-            row = await _claim_one(store, job_id, epoch, now, _lease(lease_s))
+            row = await _claim_one(store, job_id, epoch, now, lease_s)
         except STORE_FAULTS:
             if claimed:
                 break  # what was claimed is committed: hand it over to be hosted
