@@ -64,6 +64,9 @@ def safe_to_remove(path: str, runs_dir: Path, job_id: str) -> tuple[bool, str]:
         return False, "path is not absolute"
     if p.name != job_id:
         return False, "folder is not named for the run"
+    if runs_dir.is_symlink():
+        # Made by `prepare_dir` as a real folder: a link put in its place points somewhere else.
+        return False, f"the runs folder {runs_dir} is a symbolic link"
     try:
         root = runs_dir.resolve(strict=True)
     except OSError:
@@ -136,10 +139,27 @@ async def carry_out(store: Store, job_id: str) -> list[str]:
     return said
 
 
+def _remove(runs_dir: Path, job_id: str) -> None:
+    """Delete the run's folder through a handle on the runs folder itself, following no link.
+
+    Between `safe_to_remove` and the deletion the runs folder (or the run's) may be swapped for a
+    link; opened with O_NOFOLLOW and removed relative to that handle, the deletion stays in the
+    folder that was checked (rmtree neither follows a link inside nor removes one in its place).
+    """
+    try:
+        fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return  # not a folder now: nothing is removed, and the caller says it is still there
+    try:
+        shutil.rmtree(job_id, ignore_errors=True, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 async def _destroy(store: Store, job_id: str, wid: int, path: str) -> str:
     ok, why = await asyncio.to_thread(safe_to_remove, path, store.loc.runs_dir, job_id)
     if ok:
-        await asyncio.to_thread(shutil.rmtree, path, True)
+        await asyncio.to_thread(_remove, store.loc.runs_dir, job_id)
         if await asyncio.to_thread(Path(path).exists):
             ok, why = False, "it could not be removed"
     now = store_now()

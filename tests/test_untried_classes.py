@@ -1,0 +1,219 @@
+"""Issue 29, "every door shut to strangers": the classes not tried before, each tried against the real product.
+
+1. Symlinks at every cleanup: a link inside a workspace pointing out (to a file, a folder, `/`), the
+   workspace itself swapped for a link, and the runs folder above it swapped for one; at completion,
+   failure, cancel (parked and running) and the owning host's sweep of a destroy another host recorded.
+   (tests/test_security.py already covers the cancel of a parked run with links inside and a workspace
+   swapped for a link, and forged workspace rows; this extends it to every other cleanup and to a link
+   in a parent.)
+2. Names and ids with `../`, absolute paths, newlines and terminal escapes through the CLI and the API:
+   nothing is written outside `<workspace>/.swarmkit/`, and no raw ESC, C1 or BEL byte reaches the
+   terminal from `status`, `logs`, `audit` (tables and `-o json`) or from a usage error.
+3. A truncated or damaged SQLite store (and its -wal): every verb says so in a line, exits 1 or 2, and
+   leaves the files byte-identical (tests/test_bad_input.py covers a junk file with no WAL).
+4. `kill -9` of `swarmkit db upgrade` in the middle of a migration, on SQLite and PostgreSQL: the rerun
+   finishes it and the store works.
+5. A disk that fills while a run writes its logs (tests/test_bad_input.py covers the store's own disk
+   filling; here the run's workspace and store share a small tmpfs and space comes back afterwards).
+6. A timed-out or cancelled agent whose child ignores SIGTERM, for a command agent and a call agent's
+   subprocess: gone within the grace periods (tests/test_containment.py covers strays left by a command
+   that exits, and a cancelled sync call agent itself).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.reliability import (
+    console_argv,
+    env_for_children,
+    has_traceback,
+    sql,
+    swarmkit_argv,
+    terminal_hazards,
+    try_mount,
+    umount,
+)
+
+from .conftest import Cli, hold, release, wait_for, write_flow
+from .helpers import FAST_ENV, events, job, workspaces
+
+TERM_GRACE_S = float(FAST_ENV["SWARMKIT_TERM_GRACE"])
+INTERRUPT_GRACE_S = float(FAST_ENV["SWARMKIT_INTERRUPT_GRACE"])
+
+
+# --- shared --------------------------------------------------------------------------------------
+
+
+def tree(root: Path) -> dict[str, object]:
+    """Everything under `root` as a user would compare it: each entry's kind and bytes (or link target)."""
+    out: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            rel = str(p.relative_to(root))
+            if p.is_symlink():
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def outside_things(root: Path) -> tuple[Path, Path, dict[str, object]]:
+    """A folder (with a file and a subfolder) and a file outside every workspace, and their fingerprint."""
+    victim_dir = root / "victim"
+    (victim_dir / "sub").mkdir(parents=True)
+    (victim_dir / "precious.txt").write_bytes(b"keep me\x00\xff")
+    (victim_dir / "sub" / "deeper.txt").write_text("keep me too")
+    victim_file = root / "victim-file.txt"
+    victim_file.write_text("a file outside")
+    return victim_dir, victim_file, tree(root)
+
+
+def link_everything(victim_dir: Path, victim_file: Path) -> str:
+    """Shell lines that fill the agent's workspace with links pointing out of it (and a hard link)."""
+    return (
+        f"ln -s {victim_dir} link-dir; ln -s {victim_file} link-file; ln -s / link-root; "
+        f"mkdir -p nested/deeper; ln -s {victim_dir} nested/deeper/link-dir; ln -s {victim_dir}/precious.txt nested/link-precious; "
+        f"ln {victim_file} hard-link 2>/dev/null || true; ln -s ../../.. link-up; echo mine > own.txt"
+    )
+
+
+def run_id(cli: Cli, short: str) -> str:
+    row = job(cli.store_url, cli.workspace, short)
+    assert row is not None, short
+    return row.id
+
+
+def run_folder(cli: Cli, rid: str) -> Path:
+    return cli.workspace / ".swarmkit" / "runs" / rid
+
+
+# --- 1. symlinks at every cleanup ------------------------------------------------------------------
+
+
+def test_no_cleanup_follows_a_link_out_of_a_workspace(cli: Cli, tmp_path: Path):
+    """Each path that deletes a workspace, with the workspace full of links pointing out (made by the
+    agent itself): completion, failure, cancel of a running run, and the owning host's worker sweeping
+    the destroy that a cancel from another host recorded. The workspace goes; what the links point at
+    stays byte-identical."""
+    outside = tmp_path / "outside"
+    victim_dir, victim_file, before = outside_things(outside)
+    links = link_everything(victim_dir, victim_file)
+    gates = tmp_path / "gates"
+    done: dict[str, str] = {}
+    # Completion and failure, hosted by `swarmkit run`.
+    for end, tail in (("completed", "true"), ("failed", "exit 3")):
+        flow = write_flow(tmp_path, end, f'name = "{end}"\n[[agents]]\nname = "links"\ncommand = "{links}; {tail}"\n')
+        res = cli.run("run", str(flow), str(cli.workspace))
+        assert res.returncode == (0 if end == "completed" else 1), res.stderr[-2000:]
+        rid = run_id(cli, res.stdout.split()[0])
+        assert job(cli.store_url, cli.workspace, rid).status == end
+        done[end] = rid
+    # Cancel of a running run: the agent made its links and waits.
+    flow = write_flow(tmp_path, "held", f'name = "held"\n[[agents]]\nname = "links"\ncommand = "{links}; touch linked; {hold(gates, "never")}"\n')
+    host = cli.start("run", str(flow), str(cli.workspace))
+    try:
+        rid = run_id(cli, host.stdout.readline().split()[0])
+        wait_for(lambda: (run_folder(cli, rid) / "linked").exists(), what="the agent to make its links")
+        assert cli.call("cancel", rid, str(cli.workspace)).returncode == 0
+        host.communicate(timeout=60)
+    finally:
+        if host.poll() is None:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait()
+    assert job(cli.store_url, cli.workspace, rid).status == "cancelled"
+    done["cancelled while running"] = rid
+    # The owning host's sweep: hosted on "alpha", cancelled from "beta" (destroy pending), swept by alpha's worker.
+    alpha, beta = {"SWARMKIT_HOST": "alpha"}, {"SWARMKIT_HOST": "beta"}
+    flow = write_flow(tmp_path, "gated", f'name = "gated"\n[[agents]]\nname = "links"\ncommand = "{links}"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "true"\n')
+    res = cli.run("run", str(flow), str(cli.workspace), env=alpha)
+    assert res.returncode == 0, res.stderr
+    rid = run_id(cli, res.stdout.split()[0])
+    res = cli.run("cancel", rid, str(cli.workspace), env=beta)
+    assert res.returncode == 0 and "destroy pending there" in res.stdout, res.stdout + res.stderr
+    assert (run_folder(cli, rid) / "link-dir").is_symlink(), "another host deleted alpha's workspace"
+    worker = cli.start("worker", str(cli.workspace), env=alpha)
+    try:
+        wait_for(lambda: [w.state for w in workspaces(cli.store_url, cli.workspace, rid)] == ["destroyed"], what="alpha's worker to sweep the pending destroy")
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=60)
+    done["swept by the owning host"] = rid
+    for what, rid in done.items():
+        assert not run_folder(cli, rid).exists(), f"{what}: the workspace was not destroyed"
+        assert [w.state for w in workspaces(cli.store_url, cli.workspace, rid)] == ["destroyed"], what
+        assert tree(outside) == before, f"{what}: something outside the workspace changed"
+    assert victim_file.read_text() == "a file outside" and (victim_dir / "precious.txt").read_bytes() == b"keep me\x00\xff"
+
+
+def test_a_workspace_or_runs_folder_swapped_for_a_link_is_left_and_its_target_kept(cli: Cli, tmp_path: Path):
+    """A link in the workspace's place (the agent swaps its own folder for a link to a folder outside
+    named like it) and a link in the runs folder's place (a folder outside holding a folder named for
+    the run): completion, cancel and the owning host's sweep leave the target alone, say so, and record
+    the workspace as left (kept), not destroyed.
+
+    Used to (the runs folder case): the check resolved the runs folder through the link, found the
+    run's folder "inside" it and deleted the folder outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # 1. The agent replaces its own workspace with a link to a folder outside, then the run completes.
+    flow = write_flow(
+        tmp_path, "swap",
+        'name = "swap"\n[[agents]]\nname = "swap"\n'
+        f'command = "d=$(pwd); mkdir -p {outside}/$SWARMKIT_RUN_ID; echo keep > {outside}/$SWARMKIT_RUN_ID/precious.txt; '
+        f'cd ..; mv \\"$d\\" \\"$d.moved\\"; ln -s {outside}/$SWARMKIT_RUN_ID \\"$d\\""\n',
+    )
+    res = cli.run("run", str(flow), str(cli.workspace))
+    assert res.returncode == 0, res.stderr[-2000:]
+    rid = run_id(cli, res.stdout.split()[0])
+    assert (outside / rid / "precious.txt").read_text() == "keep\n", "completion deleted through a link in the workspace's place"
+    assert [w.state for w in workspaces(cli.store_url, cli.workspace, rid)] == ["kept"]
+    assert any("symbolic link" in e.text for e in events(cli.store_url, cli.workspace, rid) if e.kind == "workspace")
+    # 2. The runs folder swapped for a link to a folder outside that holds a folder named for a parked run.
+    gated = write_flow(tmp_path, "gated", 'name = "gated"\n[[agents]]\nname = "a"\ncommand = "echo a > a.txt"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "true"\n')
+    parked = []
+    for env in ({}, {"SWARMKIT_HOST": "alpha"}):
+        res = cli.run("run", str(gated), str(cli.workspace), env=env)
+        assert res.returncode == 0, res.stderr
+        parked.append(run_id(cli, res.stdout.split()[0]))
+    runs = cli.workspace / ".swarmkit" / "runs"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for rid in parked:
+        (elsewhere / rid).mkdir()
+        (elsewhere / rid / "precious.txt").write_text("not the run's")
+    before = tree(elsewhere)
+    runs.rename(tmp_path / "runs.moved")
+    runs.symlink_to(elsewhere)
+    try:
+        res = cli.run("cancel", parked[0], str(cli.workspace))
+        assert res.returncode == 0 and "left " in res.stdout and "symbolic link" in res.stdout, res.stdout + res.stderr
+        res = cli.run("cancel", parked[1], str(cli.workspace), env={"SWARMKIT_HOST": "beta"})
+        assert res.returncode == 0 and "destroy pending there" in res.stdout, res.stdout + res.stderr
+        worker = cli.start("worker", str(cli.workspace), env={"SWARMKIT_HOST": "alpha"})
+        try:
+            wait_for(lambda: [w.state for w in workspaces(cli.store_url, cli.workspace, parked[1])] == ["kept"], what="alpha's worker to judge the pending destroy")
+        finally:
+            worker.terminate()
+            worker.communicate(timeout=60)
+        assert tree(elsewhere) == before, "a cleanup deleted through a link in the runs folder's place"
+        for rid in parked:
+            assert job(cli.store_url, cli.workspace, rid).status == "cancelled"
+            assert [w.state for w in workspaces(cli.store_url, cli.workspace, rid)] == ["kept"]
+    finally:
+        runs.unlink()
+        (tmp_path / "runs.moved").rename(runs)
+    for rid in parked:
+        assert (runs / rid / "a.txt").exists(), "the real workspace is left for the operator"
