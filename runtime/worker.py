@@ -15,7 +15,7 @@ from swarmkit.store.models import workers
 
 from .control import claim_queued, mark_lost
 from .executor import RunHost, host_claimed
-from .notify import Notifier
+from .notify import Notifier, NotifyConfig
 from .settings import Settings, host_name
 from .steps import step_words
 from .workspaces import sweep
@@ -31,7 +31,7 @@ class Worker:
         concurrency: int = 4,
         settings: Settings | None = None,
         say: Callable[[str], None] = print,
-        notify: tuple[str, str] | None = None,
+        notify: NotifyConfig | None = None,
     ):
         self.store = store
         self.concurrency = concurrency
@@ -45,8 +45,8 @@ class Worker:
         self._wake = asyncio.Event()
         # Queued runs this worker cannot load and has said so about (once each).
         self._told_unloadable: set[str] = set()
-        # (URL, secret): this worker delivers the store's notifications too.
-        self.notifier = Notifier(store, notify[0], notify[1], poll_s=self.settings.poll_s) if notify else None
+        # --notify URL...: this worker delivers the store's notifications too.
+        self.notifier = Notifier(store, notify, poll_s=self.settings.poll_s) if notify else None
 
     async def _register(self) -> None:
         await self.store.keep_time()
@@ -78,6 +78,9 @@ class Worker:
             return
         self._draining.set()
         self._wake.set()
+        if self.notifier is not None:
+            # No attempt more; those in flight get until their deadline or the shutdown grace.
+            self.notifier.drain()
         for host in self.hosts.values():
             host.request_park(self.name)
 
@@ -147,9 +150,14 @@ class Worker:
             for task in self.hosted.values():
                 task.cancel()
             await asyncio.gather(*self.hosted.values(), return_exceptions=True)
-            if notifying is not None:
-                # What is not delivered yet stays in the outbox for the next notifier.
-                notifying.cancel()
+            if notifying is not None and self.notifier is not None:
+                # What is not delivered yet stays in the outbox for the next notifier: on a drain the
+                # attempts in flight have until their deadline or the grace; a second signal ends them now.
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    notifying.cancel()
+                else:
+                    self.notifier.drain()
                 await asyncio.gather(notifying, return_exceptions=True)
             try:
                 await self._beat(stopped=True)

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     TypeDecorator,
+    UniqueConstraint,
     text,
 )
 
@@ -228,6 +229,38 @@ notifications = Table(
     _col("delivered_at", UTCDateTime, null=True),
     _col("last_error", Text, null=True),
     Index("ix_notifications_due", "delivered_at", "next_at"),
+)
+
+# Each notification's delivery to each receiver (migration 0007): a notifier fans an undelivered
+# notification out to its receivers (`--notify URL`, repeatable), delivers each on its own, and
+# marks the notification delivered once every delivery of it is settled (delivered or dead).
+# The receiver is its URL with any password masked: a password never reaches the store.
+notification_deliveries = Table(
+    "notification_deliveries",
+    metadata,
+    _col("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    _col("notification_id", BigInteger().with_variant(Integer, "sqlite")),
+    _col("event_id", String(32)),
+    _col("job_id", String(32)),
+    _col("receiver", Text),
+    # pending (due at next_at; while an attempt is in flight, next_at is when its claim lapses),
+    # delivered (a 2xx answer), dead (attempts exhausted: an operator may retry it).
+    _col("state", String(16)),
+    _col("attempts", Integer, default=0),
+    _col("next_at", UTCDateTime),
+    # Who holds the attempt in flight (a token per attempt): only it settles or releases the row.
+    _col("claim", String(32), null=True),
+    _col("created_at", UTCDateTime),
+    _col("updated_at", UTCDateTime),
+    _col("last_status", Integer, null=True),
+    _col("last_error", Text, null=True),
+    # The Location a 3xx answered with (never followed).
+    _col("location", Text, null=True),
+    _col("delivered_at", UTCDateTime, null=True),
+    _col("dead_at", UTCDateTime, null=True),
+    UniqueConstraint("notification_id", "receiver", name="uq_notification_deliveries_receiver"),
+    Index("ix_notification_deliveries_due", "state", "receiver", "next_at"),
+    Index("ix_notification_deliveries_order", "job_id", "receiver", "notification_id"),
 )
 
 # Facts about the store itself (migration 0003): `min_writer`, `store_id`.

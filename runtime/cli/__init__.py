@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..version_action import VersionAction
-from . import acts, audit, completion, db, logs, run, serve, status, worker
+from . import acts, audit, completion, db, logs, notifications, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ExitCode", "build_parser", "main"]
 
-VERB_MODULES = (run, worker, acts, logs, status, audit, db, serve, completion)
+VERB_MODULES = (run, worker, acts, logs, status, audit, notifications, db, serve, completion)
 
 
 def _module_of(name: str):
@@ -67,6 +67,7 @@ def _commands() -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
         "logs": logs.cmd_logs,
         "status": status.cmd_status,
         "audit": audit.cmd_audit,
+        "notifications": notifications.cmd_notifications,
         "db": db.cmd_db,
         "serve": serve.cmd_serve,
     }

@@ -22,7 +22,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-host", action="store_true", help="serve the API only; workers elsewhere host the runs")
     p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")
     p.add_argument("--insecure", action="store_true", help="allow listening beyond loopback with no token configured")
-    p.add_argument("--notify", metavar="URL", help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes (secret: SWARMKIT_NOTIFY_SECRET)")
+    p.add_argument(
+        "--notify", action="append", metavar="URL",
+        help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
+        "(secret: SWARMKIT_NOTIFY_SECRET; SWARMKIT_NOTIFY_TIMEOUT, SWARMKIT_NOTIFY_ATTEMPTS; see `swarmkit notifications`)",
+    )
     add_log_format(p)
 
 

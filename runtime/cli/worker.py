@@ -24,7 +24,11 @@ def add_parsers(sub) -> None:
     add_store(p)
     add_workspace(p)
     p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
-    p.add_argument("--notify", metavar="URL", help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes (secret: SWARMKIT_NOTIFY_SECRET)")
+    p.add_argument(
+        "--notify", action="append", metavar="URL",
+        help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
+        "(secret: SWARMKIT_NOTIFY_SECRET; SWARMKIT_NOTIFY_TIMEOUT, SWARMKIT_NOTIFY_ATTEMPTS; see `swarmkit notifications`)",
+    )
     add_log_format(p)
 
 
@@ -35,10 +39,10 @@ async def cmd_worker(args) -> int:
     import os
 
     from ..echo import Echo
-    from ..notify import notify_target
+    from ..notify import notify_config
     from ..worker import Worker
 
-    notify = notify_target(args.notify, os.environ)
+    notify = notify_config(args.notify, os.environ)
 
     lines = LogLines(args.log_format)
     lines.install()

@@ -24,7 +24,7 @@ from ..echo import Echo
 from ..errors import UsageError
 from ..exit_code import ExitCode
 from ..log_lines import LogLines
-from ..notify import Notifier, notify_target
+from ..notify import Notifier, notify_config
 from ..worker import Worker
 from .app import make_app
 from .auth import TokenError, is_loopback, load_tokens
@@ -68,7 +68,7 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
     if flows is not None and not flows.is_dir():
         raise UsageError(f"--flows {args.flows}: not a folder")
     keepalive = _keepalive_s()
-    notify = notify_target(args.notify, os.environ)
+    notify = notify_config(args.notify, os.environ)
 
     lines = LogLines(args.log_format, logger="swarmkit.serve")
     lines.install()
@@ -79,7 +79,7 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
         echo = lambda m: raw(lines(m))
         worker = None if args.no_host else Worker(store, concurrency=args.concurrency, say=echo, notify=notify)
         # Serving only, it still delivers the store's notifications when asked to.
-        notifier = Notifier(store, *notify) if notify and worker is None else None
+        notifier = Notifier(store, notify) if notify and worker is None else None
         notifying = asyncio.create_task(notifier.run(), name="notify") if notifier else None
         app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive)
         ctx = app.state.ctx
@@ -101,6 +101,8 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
                 ctx.closing.set()
                 if worker is not None:
                     worker.drain()
+                if notifier is not None:
+                    notifier.drain()  # no attempt more; those in flight until their deadline or the grace
             else:
                 server.force_exit = True
                 if main:
@@ -126,8 +128,14 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
             return ExitCode.OK
         finally:
             announce.cancel()
-            if notifying is not None:
-                notifying.cancel()
+            if notifying is not None and notifier is not None:
+                # Its attempts in flight end by their deadline or the shutdown grace (at once on a second
+                # signal), given back to the outbox, before the store closes.
+                if presses["n"] > 1:
+                    notifying.cancel()
+                else:
+                    notifier.drain()
+                await asyncio.gather(notifying, return_exceptions=True)
         try:
             if hosting:
                 if worker is not None:
