@@ -12,6 +12,7 @@ import os
 import sys
 
 from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.quantities import Seconds
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.version_action import VersionAction
 
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="print the runs and exit")
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
-    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
+    p.add_argument("--poll", type=Seconds(), default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
     p.add_argument("--theme", metavar="NAME", help="a Textual theme, e.g. textual-light (default: the last one chosen in the palette)")
     p.add_argument("--version", action=VersionAction)
     return p
@@ -196,9 +197,6 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.json and not args.once:
         print("swarmkit-console: --json goes with --once", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.poll <= 0:
-        print("swarmkit-console: --poll must be more than zero seconds", file=sys.stderr)
         return ExitCode.USAGE
     try:
         # A plain SQLite file needs no parsing (SQLAlchemy's URL type loads all of it: a third of start-up).

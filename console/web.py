@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.quantities import Port, Seconds
 
 TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -68,11 +69,11 @@ def build_serve_parser() -> argparse.ArgumentParser:
     p.add_argument("workspace", nargs="?", help="the workspace whose store to open (default: here)")
     p.add_argument("--store", metavar="URL", help="store URL (default: SWARMKIT_STORE, else <workspace>/.swarmkit/store.db)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
+    p.add_argument("--port", type=Port(1), default=DEFAULT_PORT, help=f"port to listen on (default {DEFAULT_PORT})")
     p.add_argument("--allow-acts", action="store_true", help="let the browser stop, resume, cancel and approve (default: watch only)")
     p.add_argument("--token-file", metavar="PATH", help=f"a file whose first line is the token (default: {TOKEN_ENV})")
     p.add_argument("--public-url", metavar="URL", help="the address browsers use, when a proxy stands in front (default: the request's own)")
-    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often each console reads the store (default 1)")
+    p.add_argument("--poll", type=Seconds(), default=1.0, metavar="SECONDS", help="how often each console reads the store (default 1)")
     return p
 
 
@@ -224,13 +225,8 @@ def make_server(command: str, *, host: str, port: int, title: str, token: str | 
 def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     from swarmkit.store import StoreUrlError, resolve_store
 
+    # --port and --poll are checked as they are parsed (swarmkit.runtime.quantities).
     args = build_serve_parser().parse_args(argv)
-    if not 0 < args.port < 65536:
-        err("--port must be between 1 and 65535")
-        return ExitCode.USAGE
-    if args.poll <= 0:
-        err("--poll must be more than zero seconds")
-        return ExitCode.USAGE
     try:
         token = read_token(args.token_file, os.environ)
     except UsageError as exc:

@@ -2,33 +2,33 @@
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
+from .quantities import YEAR_S, BadValue, number
+
 # The longest lease a host may hold: a year. A host writes its lease on the rows it claims, and
 # every judge adds it to a heartbeat in SQL: a lease of inf, nan or 1e13 s (past PostgreSQL's
 # intervals, about 9.2e12 s) made every judge of the store fail "interval out of range" (2026-12-05).
-MAX_LEASE_S = 365 * 86400.0
+MAX_LEASE_S = YEAR_S
+# The most log text a run may write: a pebibyte is no cap anyone meant to reach.
+MAX_LOG_CAP_BYTES = float(2**50)
 
 
-def _float_env(name: str, default: float, most: float | None = None) -> float:
+def env_number(name: str, default: float, most: float = YEAR_S, unit: str = "seconds") -> float:
+    """A timing (or a size) from the environment: unset or empty is `default`; anything else is a finite number
+    more than zero and at most `most`, or bad usage said in one line naming the variable. The one rule of
+    every flag's number too (quantities.number)."""
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
     try:
-        value = float(raw)
-    except ValueError:
-        _bad_env(f"{name}={raw!r} is not a number of seconds")
-    # inf and nan are floats too: neither is a number of seconds anything can wait.
-    if not math.isfinite(value) or value <= 0:
-        _bad_env(f"{name}={raw!r} must be a finite number, more than zero")
-    if most is not None and value > most:
-        _bad_env(f"{name}={raw!r} must be at most {most:.0f} seconds")
-    return value
+        return number(raw, most=most, unit=unit)
+    except BadValue as exc:
+        _bad_env(f"{name}={raw!r} {exc}")
 
 
 def _bad_env(words: str) -> NoReturn:
@@ -70,14 +70,14 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         return cls(
-            heartbeat_s=_float_env("SWARMKIT_HEARTBEAT", cls.heartbeat_s),
-            lease_s=_float_env("SWARMKIT_LEASE", cls.lease_s, most=MAX_LEASE_S),
-            interrupt_grace_s=_float_env("SWARMKIT_INTERRUPT_GRACE", cls.interrupt_grace_s),
-            term_grace_s=_float_env("SWARMKIT_TERM_GRACE", cls.term_grace_s),
-            poll_s=_float_env("SWARMKIT_POLL", cls.poll_s),
-            log_cap_bytes=_float_env("SWARMKIT_LOG_CAP", cls.log_cap_bytes),
-            retry_backoff_s=_float_env("SWARMKIT_RETRY_BACKOFF", cls.retry_backoff_s),
-            stall_after_s=_float_env("SWARMKIT_STALL_AFTER", cls.stall_after_s),
+            heartbeat_s=env_number("SWARMKIT_HEARTBEAT", cls.heartbeat_s),
+            lease_s=env_number("SWARMKIT_LEASE", cls.lease_s, MAX_LEASE_S),
+            interrupt_grace_s=env_number("SWARMKIT_INTERRUPT_GRACE", cls.interrupt_grace_s),
+            term_grace_s=env_number("SWARMKIT_TERM_GRACE", cls.term_grace_s),
+            poll_s=env_number("SWARMKIT_POLL", cls.poll_s),
+            log_cap_bytes=env_number("SWARMKIT_LOG_CAP", cls.log_cap_bytes, MAX_LOG_CAP_BYTES, "bytes"),
+            retry_backoff_s=env_number("SWARMKIT_RETRY_BACKOFF", cls.retry_backoff_s),
+            stall_after_s=env_number("SWARMKIT_STALL_AFTER", cls.stall_after_s),
         )
 
 

@@ -7,18 +7,17 @@ functions that need them: building the parser for `--help` must stay cheap.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
 from ..exit_code import ExitCode
+from ..quantities import Duration
 
 # What every verb imports to build the parser costs `swarmkit --help`: typing, json, datetime
 # and the echo thread's modules are imported where used, or only for the type checker
 # (mypy reads a module's own TYPE_CHECKING as typing's).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from datetime import timedelta
     from typing import TypeVar
 
     T = TypeVar("T")
@@ -71,24 +70,9 @@ def add_output(p: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> 
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def duration(text: str) -> timedelta:
-    """`90s`, `5m`, `1h30m`, `2d`: an argparse type, as kubectl and docker take them."""
-    from datetime import timedelta
-
-    s = text.strip().lower()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_S[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or not s:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30s, 5m, 1h30m or 2d")
-    return timedelta(seconds=total)
+# `90s`, `5m`, `1h30m`, `2d`: an argparse type, as kubectl and docker take them; more than zero and at
+# most a hundred years (`--since 99999999d` was an OverflowError in datetime arithmetic).
+duration = Duration()
 
 
 def run_and_workspace(args, name: str) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..quantities import Count
 from .common import ExitCode, add_run_id, add_store, add_workspace, duration, err, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -29,7 +30,7 @@ def add_parsers(sub) -> None:
     add_run_id(p)
     add_workspace(p)
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events until the run ends (or Ctrl-C)")
-    p.add_argument("--tail", type=int, metavar="N", help="only the last N events (then new ones with -f)")
+    p.add_argument("--tail", type=Count(), metavar="N", help="only the last N events (then new ones with -f)")
     p.add_argument("--since", type=duration, metavar="DURATION", help="only events of the last DURATION (30s, 5m, 2h, 1d)")
     p.add_argument("--timestamps", action="store_true", help="start each line with its RFC 3339 UTC time")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default), or json: one event a line")
@@ -61,10 +62,6 @@ class EventLines:
 
 
 async def cmd_logs(args) -> int:
-    from ..errors import UsageError
-
-    if args.tail is not None and args.tail < 0:
-        raise UsageError("--tail must be 0 or more")
     # Imported before the store is opened: its connection is not left idle meanwhile.
     from swarmkit.store.clock import store_now
     from swarmkit.store.queries import events_before

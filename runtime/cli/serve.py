@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..log_lines import add_log_format
+from ..quantities import MAX_CONCURRENCY, Count, Port
 from .common import add_store, add_workspace, verb, with_store
 
 
@@ -16,8 +17,8 @@ def add_parsers(sub) -> None:
     add_store(p)
     add_workspace(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; beyond loopback needs tokens or --insecure)")
-    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one and prints it)")
-    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+    p.add_argument("--port", type=Port(), default=8765, help="port (default 8765; 0 picks a free one and prints it)")
+    p.add_argument("--concurrency", type=Count(1, MAX_CONCURRENCY), default=4, metavar="N", help="runs hosted at once (default 4)")
     p.add_argument("--flows", metavar="DIR", help="folder of flow files that POST /jobs may start, by name")
     p.add_argument("--no-host", action="store_true", help="serve the API only; workers elsewhere host the runs")
     p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")

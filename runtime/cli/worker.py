@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import signal
 
-from ..errors import UsageError
 from ..log_lines import LogLines, add_log_format
+from ..quantities import MAX_CONCURRENCY, Count
 from .common import ExitCode, add_store, add_workspace, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -23,7 +23,7 @@ def add_parsers(sub) -> None:
     )
     add_store(p)
     add_workspace(p)
-    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="runs hosted at once (default 4)")
+    p.add_argument("--concurrency", type=Count(1, MAX_CONCURRENCY), default=4, metavar="N", help="runs hosted at once (default 4)")
     p.add_argument(
         "--notify", action="append", metavar="URL",
         help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
@@ -33,8 +33,6 @@ def add_parsers(sub) -> None:
 
 
 async def cmd_worker(args) -> int:
-    if args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
     import asyncio
     import os
 

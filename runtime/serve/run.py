@@ -25,6 +25,7 @@ from ..errors import UsageError
 from ..exit_code import ExitCode
 from ..log_lines import LogLines
 from ..notify import Notifier, notify_config
+from ..settings import env_number
 from ..worker import Worker
 from .app import make_app
 from .auth import TokenError, is_loopback, load_tokens
@@ -40,21 +41,12 @@ class _Server(uvicorn.Server):
 
 
 def _keepalive_s() -> float:
-    raw = os.environ.get("SWARMKIT_SSE_KEEPALIVE", "15")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UsageError(f"SWARMKIT_SSE_KEEPALIVE={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise UsageError(f"SWARMKIT_SSE_KEEPALIVE={raw!r} must be more than zero")
-    return value
+    # The one rule of every timing variable (nan and inf were taken here: a stream that never kept alive).
+    return env_number("SWARMKIT_SSE_KEEPALIVE", 15.0)
 
 
 async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable[int]]], Awaitable[int]]) -> int:
-    if args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: expected 0-65535")
+    # --port and --concurrency are checked as they are parsed (quantities.Port, Count).
     try:
         tokens = load_tokens(args.tokens)
     except TokenError as exc:
