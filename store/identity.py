@@ -31,9 +31,105 @@ def _paths(loc: StoreLocation) -> tuple[Path, Path]:
     return db, db.with_name(db.name + ".id")
 
 
+class StoreDamaged(StoreError):
+    """The SQLite file at the path is cut short or is not a database: nothing opens it, so nothing changes it."""
+
+
+_MAGIC = b"SQLite format 3\x00"
+
+
+def _head(db: Path) -> tuple[bytes, int] | None:
+    """The file's first 100 bytes (SQLite's header) and its size, read without SQLite; None when it cannot be read."""
+    try:
+        with open(db, "rb") as f:
+            return f.read(100), os.fstat(f.fileno()).st_size
+    except OSError:
+        return None
+
+
+def _damage(head: bytes, size: int) -> str | None:
+    """What is wrong with a SQLite file whose header is `head` and whose size is `size`, by its header alone."""
+    if not head.startswith(_MAGIC[: len(head)]) or (len(head) >= len(_MAGIC) and not head.startswith(_MAGIC)):
+        return "file is not a database"
+    if len(head) < 100:
+        return f"it is {size} bytes, shorter than a SQLite header: it was cut short"
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    if page < 512 or page & (page - 1):
+        return "its header names no page size: it is damaged"
+    if size % page:
+        return f"it is {size} bytes, not a whole number of {page}-byte pages: it was cut short"
+    pages = int.from_bytes(head[28:32], "big")
+    # The header's page count is trusted only while it is current (SQLite's own rule: offset 92 equals 24).
+    if pages and head[24:28] == head[92:96] and pages * page > size:
+        return f"it is {size} bytes but its header says {pages * page}: it was cut short"
+    return None
+
+
+def _checkpointing(db: Path) -> bool:
+    """Whether a process holds the WAL's checkpoint lock (byte 121 of the -shm, SQLite's unix VFS): a
+    checkpoint writes the header's new page count before the pages that make the file that long."""
+    import fcntl
+    import struct
+
+    try:
+        fd = os.open(f"{db}-shm", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        probe = struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 121, 1, 0)
+        got = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
+        return struct.unpack("hhqqi", got)[0] != fcntl.F_UNLCK
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def check_whole(loc: StoreLocation) -> None:
+    """Refuse a SQLite store that is cut short (a truncated copy, a full disk's half-written restore),
+    emptied while its id says a store was there, or not a database at all: before SQLite opens it,
+    because opening a store whose WAL holds pages checkpoints them into it and deletes the WAL when
+    the process closes it, even after SQLite has found the file malformed. The files stay as they are,
+    for whoever restores them."""
+    db, id_file = _paths(loc)
+    got = _head(db)
+    if got is None:
+        return
+    head, size = got
+    if size == 0:
+        wal = Path(f"{db}-wal")
+        if id_file.exists() or (wal.exists() and wal.stat().st_size > 0):
+            try:
+                was = id_file.read_text().strip()[:12] or "?"
+            except OSError:
+                was = "?"
+            raise StoreDamaged(
+                f"the store {db} is empty (0 bytes) but store {was} was there: it was truncated. "
+                f"Swarmkit leaves it as it is: restore it from a backup, or remove it and {id_file} to start a new store here."
+            )
+        return  # an empty file and nothing else: a store is made in it
+    why = _damage(head, size)
+    if why is not None and why != "file is not a database" and _checkpointing(db):
+        return  # a live store mid-checkpoint, not a damaged one
+    if why is not None and why != "file is not a database":
+        again = _head(db)
+        why = _damage(*again) if again is not None else why
+    if why == "file is not a database":
+        raise StoreDamaged(f"{loc.display} is not a Swarmkit store (file is not a database)")
+    if why is not None:
+        raise StoreDamaged(
+            f"the store {db} is damaged: {why}. Swarmkit leaves it as it is: restore it from a backup "
+            f"(or recover it with sqlite3's .recover), or move it away to start a new store here."
+        )
+
+
 def check_not_gone(loc: StoreLocation, create: bool) -> None:
     db, id_file = _paths(loc)
-    if db.exists() or not id_file.exists():
+    if db.exists():
+        check_whole(loc)
+        return
+    if not id_file.exists():
         return
     try:
         was = id_file.read_text().strip()
