@@ -186,7 +186,8 @@ def test_bad_inputs_are_refused_and_good_odd_ones_kept(cli: Cli, tmp_path: Path)
 def test_a_timing_no_host_can_wait_is_refused_in_a_line(cli: Cli, tmp_path: Path):
     """A host writes its lease on the runs it claims and every judge adds it to a heartbeat in SQL: a lease of
     inf, nan or 1e13 s (past PostgreSQL's intervals) made every look at the store fail "interval out of range"
-    (review, 2026-12-05). Refused where it is read, as bad usage, naming the variable."""
+    (review, 2026-12-05). Refused where it is read, as bad usage, naming the variable; and so is every other
+    number a variable sets (issue 29: the stream's keep-alive took nan and inf)."""
     flow = write_flow(tmp_path, "ok", ONE)
     assert cli.run("run", str(flow), "--detach").returncode == 0
     for value, words in (("inf", "must be a finite number"), ("nan", "must be a finite number"), ("-1", "more than zero"),
@@ -194,6 +195,48 @@ def test_a_timing_no_host_can_wait_is_refused_in_a_line(cli: Cli, tmp_path: Path
         for verb in ("status", "worker"):
             clear(cli.run(verb, env={"SWARMKIT_LEASE": value}, timeout=60), 2, f"SWARMKIT_LEASE={value!r}", words, max_lines=1)
     assert cli.run("status", env={"SWARMKIT_LEASE": "31536000"}).returncode == 0  # a year is a lease
+    # Every number a variable sets, by the same rule (issue 29: settings.env_number), through the same main() in
+    # this process: `status` reads the Settings ones; `serve` its stream's keep-alive and `worker --notify` the
+    # notification ones before any store (there, a store that cannot be made: a value taken ends the verb at
+    # once rather than serving on).
+    nowhere = tmp_path / "a-file"
+    nowhere.write_text("")
+    for name, past in NUMBER_VARS.items():
+        if name == "SWARMKIT_SSE_KEEPALIVE" or name.startswith(("SWARMKIT_NOTIFY_", "SWARMKIT_SHUTDOWN_")):
+            argv = ["serve", "--port", "0"] if name == "SWARMKIT_SSE_KEEPALIVE" else ["worker", "--notify", "http://127.0.0.1:9/hook"]
+            drive = lambda env, argv=argv: swarmkit_in_process(argv[0], f"sqlite:///{nowhere}/store.db", *argv[1:], env={"SWARMKIT_NOTIFY_SECRET": "s" * 20, **env}, cwd=cli.workspace)
+        else:
+            drive = lambda env: sk(cli, "status", env=env)
+        unit = "bytes" if name == "SWARMKIT_LOG_CAP" else "seconds"
+        if name == "SWARMKIT_NOTIFY_ATTEMPTS":  # a count: the words of every count (quantities.Count)
+            cases = [(v, f"is not a whole number from 1 to {int(past) - 1}") for v in ("nan", "inf", "-1", "0", "1.5", "1e309", past, "soon", " ")]
+        else:
+            cases = [("nan", "must be a finite number"), ("inf", "must be a finite number"), ("-inf", "must be a finite number"),
+                     ("1e309", "must be a finite number"), ("-1", "more than zero"), ("0", "more than zero"), ("-0", "more than zero"),
+                     (past, f"must be at most {float(past) - 1:.0f} {unit}"), ("soon", f"is not a number of {unit}"), (" ", "is not a number")]
+        for value, words in cases:
+            clear(drive({name: value}), 2, f"{name}={value!r}", words, max_lines=1)
+    # Set but empty is unset, as for every other variable (SWARMKIT_STORE, SWARMKIT_HOST): the defaults.
+    assert sk(cli, "status", env=dict.fromkeys(NUMBER_VARS, "")).returncode == 0
+
+
+# Every number an environment variable sets, and a value just past its bound (a year of seconds for the
+# host's timings, an hour for a notification's, a pebibyte of log, a thousand attempts):
+# tests/test_cli_numbers.py checks that every variable read through the rule has a row here.
+NUMBER_VARS = {
+    "SWARMKIT_HEARTBEAT": "31536001",
+    "SWARMKIT_LEASE": "31536001",
+    "SWARMKIT_INTERRUPT_GRACE": "31536001",
+    "SWARMKIT_TERM_GRACE": "31536001",
+    "SWARMKIT_POLL": "31536001",
+    "SWARMKIT_LOG_CAP": str(2**50 + 1),
+    "SWARMKIT_RETRY_BACKOFF": "31536001",
+    "SWARMKIT_STALL_AFTER": "31536001",
+    "SWARMKIT_SSE_KEEPALIVE": "31536001",
+    "SWARMKIT_NOTIFY_TIMEOUT": "3601",
+    "SWARMKIT_SHUTDOWN_GRACE": "3601",
+    "SWARMKIT_NOTIFY_ATTEMPTS": "1001",
+}
 
 
 # --- run ids ---------------------------------------------------------------------------------
