@@ -12,13 +12,14 @@ import os
 import sys
 
 from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.inert_parser import InertParser
 from swarmkit.runtime.quantities import Seconds
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.version_action import VersionAction
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = InertParser(
         prog="swarmkit-console",
         description=(
             "Watch and steer Swarmkit runs. `swarmkit-console demo` opens it on a demo store with a live worker; "
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_demo_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = InertParser(
         prog="swarmkit-console demo",
         description="Open the console on a demo store of its own: a real worker hosting demo flows in every state.",
     )

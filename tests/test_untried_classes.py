@@ -347,3 +347,144 @@ def test_a_torn_wal_is_crash_recovery_and_the_store_works(sqlite_url: str, works
         res = subprocess.run(swarmkit_argv("run", sqlite_url, str(flow), str(workspace)), cwd=workspace, env=env_for_children(), capture_output=True, text=True, timeout=60)
         assert res.returncode == 0 and "completed" in res.stdout, f"{how}: {res.stdout}{res.stderr}"
         assert integrity_check(folder / "store.db") == "ok", how
+
+
+# --- 2. names and ids that look like paths or hold terminal escapes -------------------------------
+
+ESC = "\x1b"
+EVIL_TEXT = [
+    f"{ESC}[2J{ESC}[H cleared",
+    f"{ESC}]8;;https://evil.example/{ESC}\\click-me{ESC}]8;;{ESC}\\",
+    f"{ESC}]0;title\x07 bell\x07",
+    "\x9b31m C1 CSI \x9d0;osc\x9c",
+    "../../../../etc/passwd",
+    "/etc/shadow",
+]
+EVIL_ACTOR = f"../../mallory {ESC}]52;c;cHduZWQ=\x07 {ESC}[2J \x9b31m"
+EVIL_REFS = ["../../x", "/etc/passwd", "../" * 10, f"{ESC}[2J", f"{ESC}]8;;http://e{ESC}\\x{ESC}]8;;{ESC}\\", "a\x9bb", "\x07", "a\nb", ESC]
+
+
+def _raw_hazards(data: bytes) -> list[str]:
+    """Bytes a terminal acts on: ESC, C1, BEL and the other C0 but tab and line breaks, bidi controls, and
+    bytes that are not UTF-8 (a raw 0x9b is a C1 CSI to a terminal that reads Latin-1)."""
+    return terminal_hazards(data)
+
+
+def paths_under(root: Path) -> set[str]:
+    return {str(p) for p in root.rglob("*")}
+
+
+def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cli, tmp_path: Path):
+    """A flow named `../../../escape`, nodes named `../../x`, `/etc/passwd-node` and a name with a line
+    break, log lines full of CSI, OSC 8 links, OSC titles, BEL and C1 bytes, inputs whose key and value
+    are paths, an actor full of escapes, and run ids given to every verb that are paths or escapes.
+    Nothing is written outside `<workspace>/.swarmkit/` (a run's folder is its id, nothing else), and
+    not one raw ESC, C1 or BEL byte reaches stdout or stderr of `run`, `status` (table, wide, JSON, one
+    run), `logs` (text, JSON, follow), `audit` (table, JSON, one run) or the act verbs; the JSON keeps
+    the text exactly. (A name the flow loader refuses is refused in a line, exit 2: also inert.)"""
+    flows = tmp_path / "flows"
+    flows.mkdir()
+    script = flows / "talk.sh"
+    script.write_bytes(b"".join(b"printf '%s\\n' '" + t.encode("utf-8") + b"'\n" for t in EVIL_TEXT) + b"printf 'raw C1 \\233 and \\302\\233\\n'\n")
+    body = (
+        'name = "../../../escape"\n'
+        f'[[agents]]\nname = "../../x"\ncommand = "sh {script}"\n'
+        '[[agents]]\nname = "/etc/passwd-node"\ncall = "evilmod:talk"\n'
+        '[[agents]]\nname = "line\\nbreak"\ncommand = "true"\n'
+        '[[agents]]\nname = "gate"\napprove = true\ncommand = "true"\n'
+    )
+    (flows / "evilmod.py").write_text(
+        "import json\n"
+        f"TEXT = json.loads({json.dumps(json.dumps(EVIL_TEXT))})\n"
+        "def talk(ctx):\n"
+        "    for t in TEXT:\n"
+        "        ctx.log(t)\n"
+        "    return {'paths': TEXT}\n"
+    )
+    flow = write_flow(flows, "evil", body)
+    before = paths_under(tmp_path)
+    env = {"SWARMKIT_ACTOR": EVIL_ACTOR}
+
+    def sk(*args: str, ok: tuple[int, ...] = (0,)) -> bytes:
+        proc = subprocess.run(
+            swarmkit_argv(args[0], cli.store_url, *args[1:]), cwd=cli.workspace, env=env_for_children(env), capture_output=True, timeout=120
+        )
+        out = proc.stdout + proc.stderr
+        assert proc.returncode in ok, f"{args[:3]}: exit {proc.returncode}\n{out[-2000:]!r}"
+        assert not has_traceback(out.decode("utf-8", "replace")), out[-3000:]
+        hazards = _raw_hazards(out)
+        assert not hazards, f"swarmkit {' '.join(a.encode('unicode_escape').decode() for a in args[:3])} let these reach the terminal: {hazards[:5]}"
+        return proc.stdout
+
+    out = sk("run", str(flow), str(cli.workspace), "--input", "../../key=/etc/passwd", "--input", "/abs/key=../../v", ok=(0, 2))
+    if not out:
+        pytest.skip("the flow loader refuses these names (inertly): nothing more to show")
+    rid = run_id(cli, out.split()[0].decode())
+    assert job(cli.store_url, cli.workspace, rid).status == "deferred"
+    # The act verbs, with the evil actor, on a real run: approve, stop (queued: at once), resume, stop again.
+    for act in (("approve",), ("stop",), ("stop",), ("resume",), ("stop",)):
+        sk(act[0], rid[:10], str(cli.workspace))
+    surfaces = [
+        ("status", str(cli.workspace)), ("status", "--all", "-o", "wide", str(cli.workspace)), ("status", rid[:8], str(cli.workspace)),
+        ("logs", rid[:8], str(cli.workspace)), ("logs", rid[:8], "--timestamps", str(cli.workspace)),
+        ("audit", str(cli.workspace)), ("audit", rid[:8], str(cli.workspace)),
+    ]
+    for s in surfaces:
+        sk(*s)
+    view = json.loads(sk("status", rid[:8], "-o", "json", str(cli.workspace)))
+    assert view["flow"] == "../../../escape" and view["inputs"] == {"../../key": "/etc/passwd", "/abs/key": "../../v"}
+    json.loads(sk("status", "--all", "-o", "json", str(cli.workspace)))
+    log_json = sk("logs", rid[:8], "-o", "json", str(cli.workspace)).decode()
+    texts = [json.loads(line).get("text") for line in log_json.splitlines() if line.strip().startswith("{")]
+    if not texts:  # one JSON document rather than one per line
+        doc = json.loads(log_json)
+        texts = [e.get("text") for e in (doc.get("events") if isinstance(doc, dict) else doc)]
+    for t in EVIL_TEXT:
+        assert t in texts, f"the line {t!r} was not kept exactly in the JSON"
+    acts = json.loads(sk("audit", "-o", "json", str(cli.workspace)))["audit"]
+    assert {a["actor"] for a in acts if a["action"] != "run.submitted"} == {EVIL_ACTOR}, "the actor is recorded as given"
+    # Ids that are paths or escapes, given to every verb: "no run matches", inertly, exit 2.
+    for ref in EVIL_REFS:
+        for verb in (("status",), ("logs",), ("audit",), ("stop",), ("stop", "--now"), ("cancel",), ("cancel", "--keep"), ("resume",), ("approve",), ("status", "-o", "json"), ("logs", "-f")):
+            res = cli.call(verb[0], ref, str(cli.workspace), *verb[1:])
+            said = res.stdout + res.stderr
+            assert res.returncode == 2, (verb, ref, res.returncode, said[-500:])
+            assert not has_traceback(said) and not _raw_hazards(said.encode("utf-8", "surrogateescape")), (verb, ref, said[-500:])
+    # A word given that is no option, and ambiguous options: argparse quotes them (used to: raw).
+    for words in (("status", f"--{ESC}[2J", str(cli.workspace)), ("logs", rid[:8], f"--x{ESC}]0;t\x07", str(cli.workspace)), ("status", f"--s={ESC}[2J")):
+        sk(*words, ok=(2,))
+    proc = subprocess.run(console_argv(cli.store_url, "--once", f"--{ESC}[2J\x9b"), cwd=cli.workspace, env=env_for_children(env), capture_output=True, timeout=60)
+    assert proc.returncode == 2 and not _raw_hazards(proc.stdout + proc.stderr), proc.stderr
+    # Run the rest: a worker hosts it to its end. Nothing was made outside the store's folder, and each
+    # run folder is named for its run.
+    sk("resume", rid[:10], str(cli.workspace))
+    worker = cli.start("worker", str(cli.workspace), env=env)
+    try:
+        wait_for(lambda: job(cli.store_url, cli.workspace, rid).status == "completed", what="the run to complete")
+    finally:
+        worker.terminate()
+        wout, werr = worker.communicate(timeout=60)
+    assert not _raw_hazards((wout + werr).encode("utf-8", "surrogateescape")), (wout + werr)[-2000:]
+    sk("logs", rid[:8], "-f", str(cli.workspace))
+    store_folder = str(cli.workspace / ".swarmkit")
+    made = sorted(p for p in paths_under(tmp_path) - before if p != store_folder and not p.startswith(store_folder + os.sep))
+    assert not made, f"written outside the store's folder: {made[:10]}"
+    runs = cli.workspace / ".swarmkit" / "runs"
+    assert all(len(p.name) == 32 and all(c in "0123456789abcdef" for c in p.name) for p in runs.iterdir()), list(runs.iterdir())
+
+
+def test_the_api_answers_ids_that_are_paths_or_escapes_with_a_clean_404(cli: Cli, serving):
+    """`GET /jobs/{id}`, its events, and each act, with ids that are paths (percent-encoded) or hold
+    escapes: 404 (or 422), never a 5xx, and no raw ESC or C1 byte in the body. (Flow names with `../`
+    or `/` are test_serve.py's test_routes_answer_with_their_codes.)"""
+    from urllib.parse import quote
+
+    serve, _folder, _gates = serving
+    s = serve()
+    for ref in EVIL_REFS:
+        path = quote(ref, safe="")
+        for method, route in (("GET", ""), ("GET", "/events"), ("POST", "/stop"), ("POST", "/cancel"), ("POST", "/resume"), ("POST", "/approve")):
+            resp = s.client.request(method, f"/jobs/{path}{route}", json={} if method == "POST" else None)
+            assert resp.status_code in (404, 422), (ref, route, resp.status_code, resp.text[:300])
+            assert not _raw_hazards(resp.content), (ref, route, resp.content[:300])
+    assert s.proc.poll() is None

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from ..inert_parser import InertParser
 from ..version_action import VersionAction
 from . import acts, audit, completion, db, logs, notifications, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
@@ -35,7 +36,7 @@ def _module_of(name: str):
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `only`, just that verb's module's part (what a verb's own run needs:
     building all of them is a tenth of `swarmkit --help`, nothing of the verb's work)."""
-    parser = argparse.ArgumentParser(
+    parser = InertParser(
         prog=PROG,
         description="Run control for agent runs: run, stop, resume, cancel, approve, watch and audit them.",
         epilog=(
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         elif len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "workspace", "") is None:
             args.workspace = extra[0]
         else:
-            parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")
+            parser.error(f"{args.verb}: unrecognized arguments: {' '.join(extra)}")  # said inert (InertParser)
     if args.verb == "completion":
         # Written from the parser alone: no store, no event loop, no SQLAlchemy.
         return completion.cmd_completion(args, parser)
