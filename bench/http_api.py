@@ -59,7 +59,7 @@ async def stops(store: Store, ws: str, url: str, base: str, runs: int) -> dict[s
     env = dict(os.environ, PYTHONPATH=str(ROOT), SWARMKIT_ACTOR="bench")
     out: dict[str, list[float]] = {"http": [], "cli": []}
     missed = 0
-    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=30, headers={"Content-Type": "application/json"}) as client:
         await client.get("/health")  # the connection is open before the first timed stop, as a client's would be
         for i in range(runs * 2):
             door = "http" if i % 2 == 0 else "cli"
@@ -92,7 +92,7 @@ async def reads(base: str, job_id: str, requests: int, clients: int) -> tuple[fl
     latencies: list[float] = []
     each = max(1, requests // clients)
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits, headers={"Content-Type": "application/json"}) as client:
         (await client.get(f"/jobs/{job_id}")).raise_for_status()
 
         async def one_client() -> None:

@@ -16,10 +16,14 @@ aiohttp application in a middleware (`Guard`):
   token. Every comparison is constant-time (`hmac.compare_digest`). Missing:
   401; wrong: 403.
 - Without a token it binds loopback only (another `--host` is refused, exit
-  2), and answers only requests whose `Host` is a loopback name, so that a web
-  page cannot reach it through DNS rebinding.
-- Always: a websocket whose `Origin` is another site is refused (403), so a
-  page open in the operator's browser cannot drive the console.
+  2).
+- Always: it answers only requests whose `Host` is one it serves (loopback
+  names, the bound address, --public-url's and those named with
+  --allowed-host: runtime/http_trust.py, the rule `swarmkit serve` uses), so
+  that a web page cannot reach it through DNS rebinding (400); and a websocket
+  whose `Origin` is not this console's own, or that says `Sec-Fetch-Site:
+  cross-site`, is refused (403), so a page open in the operator's browser
+  cannot drive the console.
 
 textual-serve (and aiohttp under it) is imported here only, and this module
 only for `serve`: no other use of `swarmkit-console` starts slower.
@@ -31,7 +35,6 @@ import argparse
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import os
 import re
 import shlex
@@ -42,7 +45,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.http_trust import allowed_hosts, check_host_name, host_allowed, is_loopback, origin_allowed
 from swarmkit.runtime.quantities import Port, Seconds
 
 TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
@@ -52,10 +57,6 @@ INSTALL_HINT = "swarmkit-console serve needs textual-serve: install the web extr
 MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 # What a Host header may look like: a name, an IPv4 address or a bracketed IPv6 one, and a port.
 HOST_HEADER = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")
-
-
-class UsageError(Exception):
-    """Bad usage of `serve`: said on stderr, exit 2."""
 
 
 def build_serve_parser() -> argparse.ArgumentParser:
@@ -73,19 +74,12 @@ def build_serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-acts", action="store_true", help="let the browser stop, resume, cancel and approve (default: watch only)")
     p.add_argument("--token-file", metavar="PATH", help=f"a file whose first line is the token (default: {TOKEN_ENV})")
     p.add_argument("--public-url", metavar="URL", help="the address browsers use, when a proxy stands in front (default: the request's own)")
+    p.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME",
+        help="a Host name browsers use to reach this console, beyond loopback names and the bound address (repeatable; required with --host 0.0.0.0)",
+    )
     p.add_argument("--poll", type=Seconds(), default=1.0, metavar="SECONDS", help="how often each console reads the store (default 1)")
     return p
-
-
-def is_loopback(host: str) -> bool:
-    """A name or address that only this machine can reach: `localhost`, 127.0.0.0/8, ::1."""
-    host = host.strip().strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_token(token_file: str | None, environ: Mapping[str, str]) -> str | None:
@@ -127,8 +121,11 @@ class Guard:
 
     __middleware_version__ = 1  # aiohttp's mark of a new-style middleware (what @web.middleware sets)
 
-    def __init__(self, token: str | None, *, port: int, public_url: str | None) -> None:
+    def __init__(self, token: str | None, *, port: int, public_url: str | None, hosts: list[str] | None = None) -> None:
         self.token = token.encode("utf-8") if token is not None else None
+        self.hosts = list(hosts or allowed_hosts("127.0.0.1"))
+        if public_url and urlsplit(public_url).hostname:
+            self.hosts.append(check_host_name(urlsplit(public_url).hostname or "", "--public-url"))
         self.cookie = cookie_name(port)
         # The cookie carries a value derived from the token, never the token itself.
         self.cookie_value = hmac.new(self.token, b"swarmkit-console session", hashlib.sha256).hexdigest() if self.token else ""
@@ -148,15 +145,17 @@ class Guard:
         host = request.headers.get("Host", "")
         if not HOST_HEADER.match(host):
             return web.Response(status=400, text="bad Host header\n")
+        # A page on another site that resolves its own name to 127.0.0.1 is not let in.
+        if not host_allowed(host, self.hosts):
+            return web.Response(status=400, text="refused: not a Host name this console serves (--allowed-host names more)\n")
         if request.headers.get("Upgrade", "").lower() == "websocket":
             origin = request.headers.get("Origin")
-            if origin is not None and urlsplit(origin).netloc.lower() not in {host.lower(), self.public_netloc}:
+            ours = origin is not None and (
+                origin_allowed(origin, host, request.scheme, ()) or urlsplit(origin).netloc.lower() == self.public_netloc
+            )
+            if (origin is not None and not ours) or (request.headers.get("Sec-Fetch-Site", "").lower() == "cross-site" and not ours):
                 return web.Response(status=403, text="refused: a websocket from another site\n")
         if self.token is None:
-            # Loopback names only (and --public-url's, for a proxy on this machine): a page on
-            # another site that resolves its own name to 127.0.0.1 is not let in.
-            if not is_loopback(host.rsplit(":", 1)[0] if not host.endswith("]") else host) and host.lower() != self.public_netloc:
-                return web.Response(status=403, text="refused: this console serves loopback names only (set a token to serve others)\n")
             return await handler(request)
         query_token = request.query.get("token")
         if query_token is not None:
@@ -185,12 +184,14 @@ class Guard:
         )
 
 
-def make_server(command: str, *, host: str, port: int, title: str, token: str | None, public_url: str | None, say: Callable[[str], None]) -> Any:
+def make_server(
+    command: str, *, host: str, port: int, title: str, token: str | None, public_url: str | None, say: Callable[[str], None], hosts: list[str] | None = None,
+) -> Any:
     """textual-serve's Server with the guard in front and a start-up line of our own."""
     from aiohttp import web
     from textual_serve.server import Server
 
-    guard = Guard(token, port=port, public_url=public_url)
+    guard = Guard(token, port=port, public_url=public_url, hosts=hosts or allowed_hosts(host))
 
     class ConsoleServer(Server):
         async def _make_app(self) -> web.Application:
@@ -240,6 +241,11 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
         )
         return ExitCode.USAGE
     try:
+        hosts = allowed_hosts(args.host, args.allowed_host)
+    except UsageError as exc:
+        err(str(exc))
+        return ExitCode.USAGE
+    try:
         import aiohttp  # noqa: F401
         import textual_serve.server  # noqa: F401
     except ImportError:
@@ -267,7 +273,7 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     command = console_command(workspace, read_only=not args.allow_acts, poll=args.poll)
     mode = "acts allowed" if args.allow_acts else "read-only"
     say = lambda m: print(f"swarmkit-console serve: {m} ({mode}; store {loc.display}{'; token required' if token else ''})", flush=True)
-    server = make_server(command, host=args.host, port=args.port, title=f"swarmkit-console: {loc.display}", token=token, public_url=args.public_url, say=say)
+    server = make_server(command, host=args.host, port=args.port, title=f"swarmkit-console: {loc.display}", token=token, public_url=args.public_url, say=say, hosts=hosts)
     try:
         server.serve()
     except OSError as exc:

@@ -92,15 +92,18 @@ async def record_event(conn: AsyncConnection, job_id: str, kind: str, text: str 
 
 
 async def resolve_run(store: Store, ref: str) -> JobRecord:
-    """A run by its id or any unique prefix of it."""
-    ref = (ref or "").strip()
+    """A run by its id or any unique prefix of it (in either case: ids are hex). Nothing is stripped:
+    `abc ` is not `abc`."""
+    ref = ref or ""
+    if not ref or len(ref) > 32 or any(ch not in "0123456789abcdefABCDEF" for ch in ref):
+        raise RunNotFound(f"no run matches {ref!r}", store.loc.display)  # no id holds anything else: no store read
     async with store.read() as conn:
         job = await conn.run_sync(get_job, ref.lower()) if len(ref) == 32 else None
         if job is not None:
             return job
         found = await conn.run_sync(jobs_by_prefix, ref, limit=11)
     if not found:
-        raise RunNotFound(f"no run matches {ref!r} in {store.loc.display}")
+        raise RunNotFound(f"no run matches {ref!r}", store.loc.display)
     if len(found) > 1:
         shown = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
         more = " and more" if len(found) > 10 else ""
@@ -112,7 +115,7 @@ async def _reload(store: Store, job_id: str) -> JobRecord:
     async with store.read() as conn:
         job = await conn.run_sync(get_job, job_id)
     if job is None:  # deleted under us
-        raise RunNotFound(f"run {job_id[:8]} no longer exists in {store.loc.display}")
+        raise RunNotFound(f"run {job_id[:8]} no longer exists", store.loc.display)
     return job
 
 

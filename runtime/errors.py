@@ -91,7 +91,12 @@ class RunParkedError(HITLDeferredError):
 
 
 class RunNotFound(SwarmkitError):
-    pass
+    """No run by that id. `what` names the id alone; the message adds the store it was looked for in
+    (the CLI says it; the HTTP API, whose clients must not learn a path or a URL, says `what`)."""
+
+    def __init__(self, what: str, where: str | None = None):
+        super().__init__(f"{what} in {where}" if where else what)
+        self.what = what
 
 
 class AmbiguousRun(SwarmkitError):

@@ -13,6 +13,7 @@ from typing import Any
 
 from .agent_env import withheld
 from .errors import FlowError
+from .text import text_fault
 
 _CALL_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env", "stall_after"}
@@ -239,13 +240,26 @@ def resolve_call(
     return obj
 
 
+# Inputs are a run's parameters, not its data: a key is a short name, a value at most a page.
+MAX_INPUT_KEY = 200
+MAX_INPUT_VALUE = 16 * 1024
+
+
 def parse_inputs(pairs: list[str] | None) -> dict[str, str]:
+    """`--input key=value` pairs (the HTTP API's `inputs` come through here too): one rule for both doors."""
     out: dict[str, str] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise FlowError(f"--input {pair!r}: expected key=value")
         key = key.strip()
+        shown = repr(key if len(key) <= 60 else key[:57] + "...")  # repr: a control or surrogate shows as its escape
+        fault = text_fault(key, most=MAX_INPUT_KEY)
+        if fault is not None:
+            raise FlowError(f"--input {shown}: the key {fault}")
+        fault = text_fault(value, most=MAX_INPUT_VALUE, lines=True)
+        if fault is not None:
+            raise FlowError(f"--input {shown}: the value {fault}")
         if key in out:
             raise FlowError(f"--input {key!r} given twice")
         out[key] = value

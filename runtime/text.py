@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}]")
+# Lone surrogates too: they cannot be written as UTF-8, so one in a message would fail whatever prints it.
+_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}\ud800-\udfff]")
+# What text coming in may not hold: controls (a line break or tab only where lines are allowed) and lone surrogates.
+_REFUSED_IN_LINE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_REFUSED_IN_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def _stand_in(m: re.Match[str]) -> str:
@@ -35,3 +39,19 @@ def plain(text: object, limit: int | None = None) -> str:
 def plain_lines(text: str) -> str:
     """Several lines of inert text: each made plain, the line breaks kept."""
     return "\n".join(plain(line) for line in text.split("\n"))
+
+
+def text_fault(value: str, *, most: int, lines: bool = False) -> str | None:
+    """Why text coming in (a name, a key, an input) is refused, or None.
+
+    Refused: a lone surrogate (not text: it cannot be stored as UTF-8), NUL and the other
+    controls (tab and line breaks only where `lines`), and more than `most` characters.
+    """
+    bad = (_REFUSED_IN_TEXT if lines else _REFUSED_IN_LINE).search(value)
+    if bad is not None:
+        ch = bad.group(0)
+        what = "a lone surrogate" if 0xD800 <= ord(ch) <= 0xDFFF else "NUL" if ch == "\x00" else "a control character"
+        return f"holds {what} (U+{ord(ch):04X}) at character {bad.start() + 1}"
+    if len(value) > most:
+        return f"is {len(value)} characters long; at most {most}"
+    return None

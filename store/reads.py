@@ -47,7 +47,7 @@ def get_job(conn: Connection, job_id: str) -> JobRecord | None:
 def jobs_by_prefix(conn: Connection, prefix: str, limit: int = 20) -> list[JobRecord]:
     # Ids are lowercase hex; anything else cannot match, and the LIKE pattern
     # must never carry the caller's wildcards.
-    prefix = prefix.strip().lower()
+    prefix = prefix.lower()
     if not prefix or any(ch not in "0123456789abcdef" for ch in prefix):
         return []
     return [_job(r) for r in conn.execute(S.JOBS_BY_PREFIX, {"b_pattern": prefix + "%", "b_limit": limit})]

@@ -43,13 +43,15 @@ class Served:
         while True:
             found = re.search(r"listening on (http://\S+)", self.output())
             if found:
-                self.url = found.group(1)
+                # A wildcard bind is reached over loopback: 0.0.0.0 is no name a client sends as its Host.
+                self.url = found.group(1).replace("://0.0.0.0:", "://127.0.0.1:")
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise AssertionError(f"swarmkit serve did not start (exit {self.proc.returncode}):\n{self.output()}")
             time.sleep(0.05)
-        self.client = httpx.Client(base_url=self.url, timeout=30)
+        # A JSON API's client says so on every request: an act without it is refused (415).
+        self.client = httpx.Client(base_url=self.url, timeout=30, headers={"Content-Type": "application/json"})
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

@@ -52,12 +52,12 @@ def test_without_a_token_it_serves_loopback_only(cli: Cli, tmp_path: Path):
     bad.write_text("ops admin short\n")
     refused = cli.run("serve", "--port", "0", "--tokens", str(bad))
     assert refused.returncode == 2 and "line 1" in refused.stderr and "short" not in refused.stderr.replace("shorter", "")
-    s = Served(cli, "--host", "0.0.0.0", "--insecure", "--no-host")
+    s = Served(cli, "--host", "0.0.0.0", "--allowed-host", "swarmkit.test", "--insecure", "--no-host")
     try:
         assert "NO AUTH (--insecure)" in s.output()
     finally:
         s.stop()
-    s = Served(cli, "--host", "0.0.0.0", env={"SWARMKIT_TOKENS": "ops operate " + TOKENS["ops"][1]}, )
+    s = Served(cli, "--host", "0.0.0.0", "--allowed-host", "swarmkit.test", env={"SWARMKIT_TOKENS": "ops operate " + TOKENS["ops"][1]}, )
     try:
         assert s.client.get("/jobs").status_code == 401 and s.client.get("/jobs", headers=bearer("ops")).status_code == 200
     finally:

@@ -24,6 +24,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--tokens", metavar="FILE", help="bearer tokens, one `name scope token` a line (default: SWARMKIT_TOKENS)")
     p.add_argument("--insecure", action="store_true", help="allow listening beyond loopback with no token configured")
     p.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME",
+        help="a Host name clients use to reach this server, beyond loopback names and the bound address (repeatable; "
+        "required with --host 0.0.0.0; *.example.com allowed). Any other Host is refused: no DNS rebinding",
+    )
+    p.add_argument(
+        "--cors-origin", action="append", default=[], metavar="ORIGIN",
+        help="an origin whose pages may call this API from a browser, e.g. https://dash.example.com (repeatable; default: none, CORS off)",
+    )
+    p.add_argument(
         "--notify", action="append", metavar="URL",
         help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
         "(secret: SWARMKIT_NOTIFY_SECRET; SWARMKIT_NOTIFY_TIMEOUT, SWARMKIT_NOTIFY_ATTEMPTS; see `swarmkit notifications`)",

@@ -2,8 +2,13 @@
 
 Every route calls runtime/control and store/queries, as the CLI does; this
 module only turns their answers and errors into HTTP. No error reaches a
-client as a 500 with a traceback, and nothing shown carries a store password
-(store text goes through `masked`).
+client as a 500 with a traceback, and no error body names a file, a store URL
+or a stack: ids and fields only.
+
+In front of every route (outermost first): Starlette's `TrustedHostMiddleware`
+(only the `Host` names this server serves: runtime/http_trust.py), CORS when
+`--cors-origin` names origins, and `CrossSiteGuard` (no act from another site,
+and every act in JSON).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from swarmkit.store import STORE_FAULTS, Store, describe_db_error, masked
@@ -26,6 +33,8 @@ from swarmkit.store.schema import schema_state
 
 from .. import control
 from ..errors import AmbiguousRun, FlowError, RunNotFound
+from ..http_trust import allowed_hosts as default_hosts
+from ..http_trust import origin_allowed
 from ..settings import Settings, default_actor
 from ..text import plain
 from ..worker import Worker
@@ -35,6 +44,8 @@ from .schemas import Health, Problem
 
 log = logging.getLogger("swarmkit.serve")
 MAX_BODY = 64 * 1024  # a submit is a flow name and its inputs: kilobytes, never megabytes
+# Methods a browser may send cross-site without asking first; everything else here changes state.
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass
@@ -48,6 +59,14 @@ class Ctx:
     metrics: Metrics = field(default_factory=Metrics)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     last_lost_check: float = 0.0
+    # Text no error body may show (the store's path and URL, the flows folder): said as what it is instead.
+    secrets: tuple[tuple[str, str], ...] = ()
+
+    def scrub(self, text: str) -> str:
+        for raw, shown in self.secrets:
+            if raw:
+                text = text.replace(raw, shown)
+        return text
 
 
 def ctx_of(request: Request) -> Ctx:
@@ -96,6 +115,46 @@ def problem(code: int, detail: str, headers: dict[str, str] | None = None, **ext
     return JSONResponse(body, status_code=code, headers=headers)
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+class CrossSiteGuard:
+    """No request from another site, and no act but in JSON.
+
+    A browser sends a "simple" request (a form post, `text/plain`) to any address
+    without asking first, and the page never needs to read the answer for the act
+    to happen. So a request whose `Origin` is not this server's own (or one named
+    with `--cors-origin`), or that says `Sec-Fetch-Site: cross-site`, is refused with
+    403, whatever its method; and a request that changes state must say
+    `Content-Type: application/json` (415), which no page can send cross-site
+    without a CORS preflight this server does not grant.
+    """
+
+    def __init__(self, app: ASGIApp, cors_origins: tuple[str, ...] = ()):
+        self.app = app
+        self.cors_origins = frozenset(cors_origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+        origin = headers.get("origin")
+        named = origin is not None and origin.strip() in self.cors_origins
+        if origin is not None and not origin_allowed(origin, headers.get("host"), scope.get("scheme", "http"), self.cors_origins):
+            await problem(403, "refused: a request from another site (Origin is not this server's; --cors-origin names the origins allowed)")(scope, receive, send)
+            return
+        if headers.get("sec-fetch-site", "").strip().lower() == "cross-site" and not named:
+            await problem(403, "refused: a request from another site (Sec-Fetch-Site: cross-site)")(scope, receive, send)
+            return
+        if scope["method"] not in SAFE_METHODS and not _is_json(headers.get("content-type", "")):
+            await problem(415, "a request that changes state must be sent as Content-Type: application/json (an empty body is fine)")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class BodyLimit:
     """413 for a body past the limit, whether it says its length or streams it (chunked)."""
 
@@ -132,43 +191,48 @@ def _install_handlers(app: FastAPI, ctx: Ctx) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if exc.code == 401 else None
         return problem(exc.code, exc.detail, headers)
 
+    def say(code: int, detail: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+        return problem(code, ctx.scrub(detail), headers, **extra)
+
     @app.exception_handler(RunNotFound)
     async def not_found(_r: Request, exc: RunNotFound) -> JSONResponse:
-        return problem(404, str(exc))
+        return say(404, exc.what)  # the id, not the store it was looked for in
 
     @app.exception_handler(AmbiguousRun)
     async def ambiguous(_r: Request, exc: AmbiguousRun) -> JSONResponse:
-        return problem(400, str(exc), candidates=exc.candidates)
+        return say(400, str(exc), candidates=exc.candidates)
 
     @app.exception_handler(FlowError)
     async def bad_flow(_r: Request, exc: FlowError) -> JSONResponse:
-        return problem(422, str(exc))
+        return say(422, str(exc))
 
     @app.exception_handler(Refused)
     async def refused(_r: Request, exc: Refused) -> JSONResponse:
-        return problem(409, exc.detail, status=exc.status)
+        return say(409, exc.detail, status=exc.status)
 
     @app.exception_handler(BadRequest)
     async def bad(_r: Request, exc: BadRequest) -> JSONResponse:
-        return problem(exc.code, exc.detail)
+        return say(exc.code, exc.detail)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_r: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
+        # Every part through `plain`: a field's name or a message may quote what was sent (a NUL, a lone surrogate).
+        errors = [{"loc": [plain(p, 200) for p in e.get("loc", ())], "msg": plain(e.get("msg", ""), 500), "type": plain(e.get("type", ""))} for e in exc.errors()]
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
-        return problem(422, f"{'.'.join(first['loc']) or 'request'}: {first['msg']}", errors=errors)
+        return say(422, f"{'.'.join(first['loc']) or 'request'}: {first['msg']}", errors=errors)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_r: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+        return say(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def store_or_bug(_r: Request, exc: Exception) -> JSONResponse:
         if isinstance(exc, STORE_FAULTS):
             ctx.metrics.store_errors += 1
-            return problem(503, describe_db_error(exc, ctx.store.loc), {"Retry-After": "1"})
+            log.warning("serving a request: %s", describe_db_error(exc, ctx.store.loc))
+            return say(503, "the store is unavailable; try again (the server's log says why)", {"Retry-After": "1"})
         log.exception("unexpected error serving a request")
-        return problem(500, f"internal error ({type(exc).__name__}); the server's log has the details")
+        return say(500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
 
 def _install_metrics(app: FastAPI, ctx: Ctx) -> None:
@@ -181,7 +245,7 @@ def _install_metrics(app: FastAPI, ctx: Ctx) -> None:
         return response
 
 
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (400, 401, 403, 404, 409, 413, 422, 503)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
 
 
 def make_app(
@@ -192,23 +256,49 @@ def make_app(
     worker: Worker | None = None,
     keepalive_s: float = 15.0,
     max_body: int = MAX_BODY,
+    allowed_hosts: list[str] | None = None,
+    cors_origins: tuple[str, ...] = (),
 ) -> FastAPI:
+    """The API on `store`. `allowed_hosts`: the `Host` names it answers (default: loopback names;
+    runtime/http_trust.allowed_hosts makes the list from --host and --allowed-host)."""
     from .events import router as events_router
     from .jobs import router as jobs_router
+    from .notifications import router as notifications_router
 
     ctx = Ctx(store=store, auth=Auth(tokens or [], default_actor()), flows=flows, worker=worker, keepalive_s=keepalive_s)
+    loc = store.loc
+    # Longest first: the store's URL holds its file's path, which holds the workspace's.
+    ctx.secrets = tuple(
+        (raw, shown) for raw, shown in (
+            (loc.display, "the store"),
+            (masked(loc.url), "the store"),
+            (loc.url.database or "" if loc.is_sqlite else "", "the store"),
+            (str(flows) if flows else "", "the flows folder"),
+            (str(loc.workspace), "the workspace"),
+        ) if raw
+    )
     app = FastAPI(
         title="Swarmkit run control",
         version="1",
         description="Submit, stop, resume, cancel, approve and watch runs: a peer of the `swarmkit` CLI on the same store.",
         docs_url=None, redoc_url=None,  # no third-party scripts served from here
+        redirect_slashes=False,  # a path matches as sent: `/jobs/ID/` is not `/jobs/ID`
     )
     app.state.ctx = ctx
     app.add_middleware(BodyLimit, limit=max_body)
     _install_handlers(app, ctx)
     _install_metrics(app, ctx)
+    # Added last, so run first (Starlette puts each new middleware outside the ones before it).
+    app.add_middleware(CrossSiteGuard, cors_origins=tuple(cors_origins))
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"], allow_credentials=False, max_age=600,
+        )
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts or default_hosts("127.0.0.1")), www_redirect=False)
     app.include_router(jobs_router, responses=ERRORS)
     app.include_router(events_router, responses=ERRORS)
+    app.include_router(notifications_router, responses=ERRORS)
 
     @app.get("/health", response_model=Health, responses={503: {"model": Problem}}, tags=["server"])
     async def health() -> Health:
@@ -220,7 +310,7 @@ def make_app(
     @app.get("/metrics", response_class=PlainTextResponse, responses={401: {"model": Problem}, 403: {"model": Problem}, 503: {"model": Problem}}, tags=["server"])
     async def metrics(_actor: str = Depends(reader)) -> PlainTextResponse:
         """The Prometheus text format: runs by status, heartbeat age, served requests, store errors."""
-        counts, ages = await store.run_read(read_gauges)
-        return PlainTextResponse(ctx.metrics.render(counts, ages), media_type="text/plain; version=0.0.4; charset=utf-8")
+        counts, ages, notes = await store.run_read(read_gauges)
+        return PlainTextResponse(ctx.metrics.render(counts, ages, notes), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import re
@@ -84,15 +83,6 @@ def load_tokens(path: str | None) -> list[Token]:
         except OSError as exc:
             raise TokenError(f"{path}: cannot read the token file ({exc.strerror or exc})") from None
     return parse_tokens(os.environ.get("SWARMKIT_TOKENS", ""), "SWARMKIT_TOKENS")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Denied(Exception):

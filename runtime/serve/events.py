@@ -26,7 +26,7 @@ from swarmkit.store.records import EventRecord, audit_view, event_view, merged_v
 
 from .. import control
 from .app import BadRequest, Ctx, ctx_of, look_for_lost, reader
-from .jobs import RunId
+from .jobs import RUN_REF, RunId
 from .schemas import AuditEntry, AuditPage, Event, EventPage
 
 router = APIRouter(tags=["events"])
@@ -59,7 +59,7 @@ async def audit(
     request: Request,
     after: int = Query(0, ge=0, le=_MAX_ID, description="next_cursor of the page before"),
     limit: int = Query(100, ge=1, le=1000),
-    job_id: str | None = Query(None, min_length=1, max_length=64, description="only this run's acts (an id or a unique prefix)"),
+    job_id: str | None = Query(None, pattern=RUN_REF, description="only this run's acts (an id or a unique prefix)"),
     _actor: str = Depends(reader),
 ) -> AuditPage:
     ctx = ctx_of(request)

@@ -23,6 +23,7 @@ from swarmkit.store.queries import workspaces_for
 from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, merged_view, rfc3339
 
 from .. import control
+from ..errors import FlowError
 from ..flow import Flow, load_flow, parse_inputs
 from ..text import plain_lines
 from .app import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
@@ -34,7 +35,11 @@ router = APIRouter(tags=["jobs"])
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 # The stored statuses, documented as an enum (built from the one list of them).
 Status = Literal[STORED_STATUSES]  # type: ignore[valid-type]
-RunId = Path(min_length=1, max_length=64, description="a run id or any unique prefix of it")
+# Ids are 32 hex digits; anything else is refused as the field it is, never looked for (nor stripped).
+RUN_REF = "^[0-9A-Fa-f]{1,32}$"
+RunId = Path(pattern=RUN_REF, description="a run id or any unique prefix of it")
+# Text a query may carry: no NUL or other control (PostgreSQL refuses a NUL outright; none belongs in a name).
+NO_CONTROLS = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
 
 
 async def view_of(request: Request, job: JobRecord) -> dict[str, Any]:
@@ -51,8 +56,12 @@ def find_flow(folder: FsPath | None, name: str) -> Flow:
         raise BadRequest(422, f"flow {name!r}: a flow is named by its file in the flows folder (letters, digits, '.', '_', '-')")
     path = folder / f"{name}.toml"
     if not path.is_file():
-        raise BadRequest(404, f"no flow named {name!r} in {folder}")
-    return load_flow(path)  # a FlowError is 422, in the words `swarmkit run` uses
+        raise BadRequest(404, f"no flow named {name!r}")
+    try:
+        return load_flow(path)  # a FlowError is 422, in the words `swarmkit run` uses
+    except FlowError as exc:
+        # ... but naming the file as the client named it, not where it lies on this machine.
+        raise FlowError(str(exc).replace(str(path.resolve()), path.name).replace(str(path), path.name)) from None
 
 
 @router.post("/jobs", status_code=201, response_model=dict[str, Any], summary="Submit a run of a flow (queued for a worker)")
@@ -74,7 +83,7 @@ async def submit(body: SubmitBody, request: Request, actor: str = Depends(operat
 async def list_runs(
     request: Request,
     status: Status | None = Query(None, description="a stored status"),
-    flow: str | None = Query(None, max_length=200),
+    flow: str | None = Query(None, max_length=200, pattern=NO_CONTROLS, description="a flow's name"),
     limit: int = Query(50, ge=1, le=500),
     cursor: str | None = Query(None, pattern="^[0-9a-f]{32}$", description="next_cursor of the page before"),
     _actor: str = Depends(reader),

@@ -23,12 +23,13 @@ from swarmkit.store import Store
 from ..echo import Echo
 from ..errors import UsageError
 from ..exit_code import ExitCode
+from ..http_trust import allowed_hosts, check_origin, is_loopback
 from ..log_lines import LogLines
 from ..notify import Notifier, notify_config
 from ..settings import env_number
 from ..worker import Worker
 from .app import make_app
-from .auth import TokenError, is_loopback, load_tokens
+from .auth import TokenError, load_tokens
 
 
 class _Server(uvicorn.Server):
@@ -56,6 +57,8 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
             f"refusing to serve on {args.host} with no token configured: anyone who reaches it could stop and cancel runs. "
             "Give --tokens FILE (or SWARMKIT_TOKENS), or --insecure to serve without auth anyway."
         )
+    hosts = allowed_hosts(args.host, args.allowed_host)
+    cors = tuple(dict.fromkeys(check_origin(o) for o in args.cors_origin))
     flows = Path(args.flows).resolve() if args.flows else None  # noqa: ASYNC240  (before any work starts)
     if flows is not None and not flows.is_dir():
         raise UsageError(f"--flows {args.flows}: not a folder")
@@ -73,7 +76,7 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
         # Serving only, it still delivers the store's notifications when asked to.
         notifier = Notifier(store, notify) if notify and worker is None else None
         notifying = asyncio.create_task(notifier.run(), name="notify") if notifier else None
-        app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive)
+        app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive, allowed_hosts=hosts, cors_origins=cors)
         ctx = app.state.ctx
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off",

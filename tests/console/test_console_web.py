@@ -206,9 +206,17 @@ async def test_a_websocket_from_another_site_or_a_rebound_name_is_refused(serve,
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await s.ws_connect(served.base + "/ws", headers={"Origin": "http://evil.example"})
         assert refused.value.status == 403
+        for origin in (f"http://localhost:{served.port + 1}", "null", f"http://evil.example:{served.port}"):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await s.ws_connect(served.base + "/ws", headers={"Origin": origin})
+            assert refused.value.status == 403, origin
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await s.ws_connect(served.base + "/ws", headers={"Sec-Fetch-Site": "cross-site"})
+        assert refused.value.status == 403
         # DNS rebinding: a page on evil.example whose name now points at 127.0.0.1.
-        async with s.get(served.base + "/", headers={"Host": f"evil.example:{served.port}"}) as r:
-            assert r.status == 403
+        for host in (f"evil.example:{served.port}", "evil.example", f"localhost.evil.example:{served.port}"):
+            async with s.get(served.base + "/", headers={"Host": host}) as r:
+                assert r.status == 400, host
         async with s.get(served.base + "/", headers={"Host": f"localhost:{served.port}"}) as r:
             assert r.status == 200
             assert f'data-session-websocket-url="ws://localhost:{served.port}/ws"' in await r.text()
@@ -261,9 +269,14 @@ def test_only_serve_imports_the_web_stack(tmp_path):
 
 async def test_with_a_token_every_request_needs_it(serve, queued_run, workspace):
     # A token lets it listen beyond loopback; the test still comes in over loopback.
-    served = await serve(host="0.0.0.0", env={"SWARMKIT_CONSOLE_TOKEN": TOKEN})
+    served = await serve("--allowed-host", "console.test", host="0.0.0.0", env={"SWARMKIT_CONSOLE_TOKEN": TOKEN})
     base = served.base
     async with aiohttp.ClientSession() as s:
+        # A token does not open the door to any name: a rebound one is refused before the token is asked for.
+        async with s.get(base + "/", headers={"Host": f"evil.example:{served.port}", "Authorization": "Bearer " + TOKEN}) as r:
+            assert r.status == 400
+        async with s.get(base + "/", headers={"Host": f"console.test:{served.port}"}) as r:
+            assert r.status == 401
         for path in ("/", "/static/js/textual.js", "/ws"):
             async with s.get(base + path) as r:
                 assert r.status == 401, path
