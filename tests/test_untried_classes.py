@@ -488,3 +488,99 @@ def test_the_api_answers_ids_that_are_paths_or_escapes_with_a_clean_404(cli: Cli
             assert resp.status_code in (404, 422), (ref, route, resp.status_code, resp.text[:300])
             assert not _raw_hazards(resp.content), (ref, route, resp.content[:300])
     assert s.proc.poll() is None
+
+
+# --- 4. kill -9 of `swarmkit db upgrade` in the middle of a migration ------------------------------
+
+# Put first on the PYTHONPATH of the `db upgrade` it is meant for: when that process is about to record
+# revision SWARMKIT_TEST_HALT_AT in alembic_version (the migration's DDL done, inside its transaction),
+# it says so in SWARMKIT_TEST_HALT_MARK and waits there for the test's SIGKILL.
+HALT_HOOK = '''
+import os
+_target = os.environ.get("SWARMKIT_TEST_HALT_AT")
+if _target:
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    def _halt(conn, cursor, statement, parameters, context, executemany):
+        s = statement.lstrip().upper()
+        if "ALEMBIC_VERSION" in s and s.startswith(("UPDATE", "INSERT")) and ("'" + _target) in statement:
+            with open(os.environ["SWARMKIT_TEST_HALT_MARK"] + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(os.environ["SWARMKIT_TEST_HALT_MARK"] + ".tmp", os.environ["SWARMKIT_TEST_HALT_MARK"])
+            import signal
+            while True:
+                signal.pause()
+
+    event.listen(Engine, "before_cursor_execute", _halt)
+'''
+
+
+def upgrade_killed_at(cli: Cli, tmp_path: Path, revision: str) -> None:
+    """`swarmkit db upgrade`, SIGKILLed while it migrates, the moment it is about to record `revision`."""
+    hook = tmp_path / f"halt-{revision}"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HALT_HOOK)
+    mark = tmp_path / f"halted-{revision}"
+    env = env_for_children({"SWARMKIT_TEST_HALT_AT": revision, "SWARMKIT_TEST_HALT_MARK": str(mark)})
+    env["PYTHONPATH"] = str(hook) + os.pathsep + env["PYTHONPATH"]
+    proc = subprocess.Popen(
+        swarmkit_argv("db", cli.store_url, "upgrade", str(cli.workspace)), cwd=cli.workspace, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    try:
+        wait_for(lambda: mark.exists() or proc.poll() is not None, timeout=120, what=f"db upgrade to reach revision {revision} mid-migration")
+        assert mark.exists(), f"db upgrade ended (exit {proc.returncode}) before reaching {revision}: {proc.communicate()}"
+        assert int(mark.read_text()) == proc.pid
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def revision_of(cli: Cli) -> str | None:
+    try:
+        rows = sql(cli.store_url, cli.workspace, "SELECT version_num FROM alembic_version")
+    except Exception:
+        return None  # no table: nothing was committed
+    return rows[0][0] if rows else None
+
+
+def test_kill_9_of_db_upgrade_mid_migration_is_finished_by_the_rerun(cli: Cli, tmp_path: Path):
+    """`swarmkit db upgrade` killed -9 in the middle of its migration, twice: on a fresh store (a fresh
+    PostgreSQL schema, a new SQLite file), after migration 0002 of 0001..head; and on a store of an older
+    revision (0002, holding a completed run), after migration 0003. Each time the migration is one
+    transaction: nothing of it is left (the revision is what it was), the rerun finishes it, and the
+    store works: the old run is there and a new one completes."""
+    from swarmkit.store.schema import head_revision
+
+    from .test_schema_and_open import _downgrade_to_0002
+
+    flow = write_flow(tmp_path, "one", ONE)
+    # A fresh store, killed between migrations 0002 and 0003 of its first upgrade.
+    upgrade_killed_at(cli, tmp_path, "0003")
+    assert revision_of(cli) is None, "a killed first migration left a revision"
+    res = cli.run("db", "upgrade", str(cli.workspace))
+    assert res.returncode == 0 and not has_traceback(res.stderr), res.stdout + res.stderr
+    assert revision_of(cli) == head_revision()
+    res = cli.run("run", str(flow), str(cli.workspace))
+    assert res.returncode == 0 and "completed" in res.stdout, res.stdout + res.stderr
+    done = run_id(cli, res.stdout.split()[0])
+    # The store as an older release left it, killed between migrations 0003 and 0004 of its upgrade.
+    _downgrade_to_0002(cli.store_url, cli.workspace)
+    assert revision_of(cli) == "0002"
+    upgrade_killed_at(cli, tmp_path, "0004")
+    assert revision_of(cli) == "0002", "a killed migration left part of itself"
+    res = cli.run("db", "status", "--json", str(cli.workspace))
+    assert res.returncode == 0 and json.loads(res.stdout)["current"] == "0002", res.stdout + res.stderr
+    res = cli.run("db", "upgrade", str(cli.workspace))
+    assert res.returncode == 0 and f"from schema revision 0002 to {head_revision()}" in res.stdout, res.stdout + res.stderr
+    assert revision_of(cli) == head_revision()
+    res = cli.run("status", done[:8], "--json", str(cli.workspace))
+    assert res.returncode == 0 and json.loads(res.stdout)["status"] == "completed", res.stdout + res.stderr
+    res = cli.run("run", str(flow), str(cli.workspace))
+    assert res.returncode == 0 and "completed" in res.stdout, res.stdout + res.stderr
+    if cli.store_url.startswith("sqlite"):
+        from tests.reliability import integrity_check
+
+        assert integrity_check(cli.workspace / ".swarmkit" / "store.db") == "ok"
