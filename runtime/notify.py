@@ -181,7 +181,7 @@ async def post(url: str, headers: Mapping[str, str], body: bytes, deadline_s: fl
         context = ssl.create_default_context()
     writer = None
     async with asyncio.timeout(deadline_s):
-        errors: list[str] = []
+        failed: OSError | None = None
         for family, address in await _lookup(host, port):
             try:
                 reader, writer = await asyncio.open_connection(
@@ -189,9 +189,9 @@ async def post(url: str, headers: Mapping[str, str], body: bytes, deadline_s: fl
                 )
                 break
             except OSError as exc:
-                errors.append(f"{address}: {exc.strerror or exc}")
+                failed = exc  # the next address, if any; else this is what is said
         if writer is None:
-            raise ConnectionError("; ".join(errors) or f"cannot connect to {host}")
+            raise failed or ConnectionError(f"cannot connect to {host}")
         try:
             writer.write(request)
             await writer.drain()

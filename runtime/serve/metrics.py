@@ -36,7 +36,7 @@ class Metrics:
         self.requests[(route, method, code)] += 1
         self.latency.observe(seconds)
 
-    def render(self, counts: dict[str, int], ages: list[float]) -> str:
+    def render(self, counts: dict[str, int], ages: list[float], notes: dict[str, int] | None = None) -> str:
         out: list[str] = []
 
         def head(name: str, kind: str, text: str) -> None:
@@ -48,6 +48,12 @@ class Metrics:
             out.append(f'swarmkit_runs{{status="{status}"}} {counts.get(status, 0)}')
         head("swarmkit_heartbeat_age_seconds_max", "gauge", "Oldest heartbeat among running runs, on the store's clock (0 when none run).")
         out.append(f"swarmkit_heartbeat_age_seconds_max {max(ages, default=0.0):.3f}")
+        if notes is not None:
+            head("swarmkit_notifications", "gauge", "Webhook deliveries by state: pending (due or in flight), dead (dead letters an operator may retry).")
+            for state in ("pending", "dead"):
+                out.append(f'swarmkit_notifications{{state="{state}"}} {notes.get(state, 0)}')
+            head("swarmkit_notifications_outbox", "gauge", "Notifications not yet settled for every receiver (none are delivered while no process runs --notify).")
+            out.append(f"swarmkit_notifications_outbox {notes.get('outbox', 0)}")
         head("swarmkit_http_requests_total", "counter", "Requests served, by route template, method and status code.")
         for (route, method, code), n in sorted(self.requests.items()):
             out.append(f'swarmkit_http_requests_total{{route="{_label(route)}",method="{method}",code="{code}"}} {n}')
@@ -62,5 +68,7 @@ class Metrics:
         return "\n".join(out) + "\n"
 
 
-def read_gauges(conn) -> tuple[dict[str, int], list[float]]:
-    return status_counts(conn), heartbeat_ages(conn)
+def read_gauges(conn) -> tuple[dict[str, int], list[float], dict[str, int]]:
+    from ..notify import delivery_counts
+
+    return status_counts(conn), heartbeat_ages(conn), delivery_counts(conn)
