@@ -584,3 +584,106 @@ def test_kill_9_of_db_upgrade_mid_migration_is_finished_by_the_rerun(cli: Cli, t
         from tests.reliability import integrity_check
 
         assert integrity_check(cli.workspace / ".swarmkit" / "store.db") == "ok"
+
+
+# --- 6. a timed-out or cancelled agent whose child ignores SIGTERM ----------------------------------
+
+# A child that ignores SIGINT and SIGTERM, in the agent's process group and (setsid) in a session of its
+# own; each records its pid and start time (field 22 of /proc/PID/stat), so a reused pid is never taken
+# for it, then becomes `sleep 1000` (SIG_IGN survives exec).
+STUBBORN = "trap '' TERM INT; echo \"$$ $(cut -d' ' -f22 /proc/$$/stat)\" >> {pids}; exec sleep 1000"
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[0] not in ("Z", "X") and fields[19] == start
+
+
+def _recorded(pids: Path) -> list[tuple[int, str]]:
+    if not pids.exists():
+        return []
+    out = []
+    for line in pids.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            out.append((int(parts[0]), parts[1]))
+    return out
+
+
+@pytest.fixture
+def stubborn_pids(tmp_path: Path):
+    """The ledger of stubborn children; whatever of them the product left alive is killed afterwards."""
+    pids = tmp_path / "pids"
+    yield pids
+    for pid, start in _recorded(pids):
+        if _alive(pid, start):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _sq(text: str) -> str:
+    """`text` as one single-quoted shell word."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _stubborn_flow(tmp_path: Path, pids: Path, kind: str, timeout: str | None) -> Path:
+    line = STUBBORN.format(pids=pids)
+    (tmp_path / "stubbornmod.py").write_text(
+        "import subprocess, time\n"
+        "def go(ctx):\n"
+        f"    subprocess.Popen(['sh', '-c', {line!r}])\n"
+        f"    subprocess.Popen(['setsid', 'sh', '-c', {line!r}])\n"
+        "    time.sleep(1000)\n"
+    )
+    if kind == "command":
+        (tmp_path / "stubborn.sh").write_text(f"sh -c {_sq(line)} &\nsetsid sh -c {_sq(line)} &\nsleep 1000\n")
+        how = f'command = "sh {tmp_path}/stubborn.sh"'
+    else:
+        how = 'call = "stubbornmod:go"'
+    limit = f'timeout = "{timeout}"\n' if timeout else ""
+    return write_flow(tmp_path, f"stubborn-{kind}", f'name = "stubborn"\n[[agents]]\nname = "stubborn"\n{limit}{how}\n')
+
+
+@pytest.mark.parametrize("kind", ["command", "sync-call"])
+@pytest.mark.parametrize("end", ["cancel", "timeout"])
+def test_an_agents_child_that_ignores_sigterm_is_gone_within_the_graces(cli: Cli, tmp_path: Path, stubborn_pids: Path, kind: str, end: str):
+    """A command agent, or a sync call agent, starts two children that ignore SIGTERM and SIGINT (one in
+    its process group, one in a session of its own), then waits. Cancelled, or past its node timeout, the
+    run ends (cancelled, or failed naming the timeout) and both children are dead within the interrupt
+    grace plus the term grace (asserted with 3x that, from the cancel or from the timeout's moment).
+    (tests/test_containment.py covers strays a command leaves when it exits, and a cancelled sync call
+    agent itself.)"""
+    timeout_s = 1.0
+    flow = _stubborn_flow(tmp_path, stubborn_pids, kind, f"{timeout_s:g}s" if end == "timeout" else None)
+    graces = INTERRUPT_GRACE_S + TERM_GRACE_S
+    host = cli.start("run", str(flow), str(cli.workspace))
+    try:
+        rid = run_id(cli, host.stdout.readline().split()[0])
+        wait_for(lambda: len(_recorded(stubborn_pids)) == 2, what="both stubborn children to start")
+        children = _recorded(stubborn_pids)
+        t0 = time.monotonic()
+        if end == "cancel":
+            res = cli.call("cancel", rid, str(cli.workspace))
+            assert res.returncode == 0, res.stdout + res.stderr
+            bound = 3 * graces
+        else:
+            bound = timeout_s + 3 * graces  # from the children's start, which is about the node's
+        wait_for(lambda: not any(_alive(p, s) for p, s in children), timeout=bound, interval=0.02,
+                 what=f"the stubborn children to be gone ({end}; graces {graces:g}s)")
+        took = time.monotonic() - t0
+        out, errs = host.communicate(timeout=60)
+    finally:
+        if host.poll() is None:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait()
+    row = job(cli.store_url, cli.workspace, rid)
+    if end == "cancel":
+        assert row.status == "cancelled", (row.status, row.error)
+    else:
+        assert row.status == "failed" and "timed out" in (row.error or ""), (row.status, row.error)
+    assert not has_traceback(errs), errs[-3000:]
+    print(f"{kind} {end}: children gone {took:.2f}s after the {end}")
