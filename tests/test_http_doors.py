@@ -9,6 +9,7 @@ without asking) are each refused, and the store shows that nothing happened.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -192,3 +193,34 @@ def test_a_control_character_in_an_inputs_key_is_refused_by_the_cli_too(cli: Cli
     assert res.returncode == 2 and "control character" in res.stderr and "\x1b" not in res.stderr, res.stderr
     res = cli.run("run", str(flow), "--detach", "--input", "k=" + "v" * 20_000)
     assert res.returncode == 2 and "at most" in res.stderr, res.stderr[:300]
+
+
+def test_a_store_that_is_away_is_a_503_naming_no_url(tmp_path: Path):
+    """The store's URL (its host, port, user, password) is the server's business: a 503 says the store
+    is away and the server's log says why."""
+    from .pg_instance import PgInstance, pg_bin
+
+    if pg_bin() is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no PostgreSQL server binaries (initdb, pg_ctl) are installed")
+    inst = PgInstance().start()
+    try:
+        url = inst.url.replace("postgres@", "postgres:s3cret-password@")
+        cli = Cli(url, tmp_path)
+        cli.run("db", "upgrade", check=True)
+        s = Served(cli, "--no-host")
+        try:
+            assert s.client.get("/jobs").status_code == 200
+            inst.down()
+            resp = s.client.get("/jobs")
+            assert resp.status_code == 503 and resp.headers["retry-after"], resp.text
+            for secret in ("s3cret", str(inst.port), "127.0.0.1", "postgres", "Traceback"):
+                assert secret not in resp.text, (secret, resp.text)
+            assert s.client.post("/jobs/abcdef12/stop", json={}).status_code == 503
+            inst.up()
+            assert wait_for(lambda: s.client.get("/jobs").status_code == 200, what="the store back")
+            # Said in the server's log in a line, not as a traceback (one dropped the client's connection).
+            assert "s3cret" not in s.output() and "Traceback" not in s.output() and "cannot reach the store" in s.output(), s.output()[-2000:]
+        finally:
+            s.stop()
+    finally:
+        inst.stop()

@@ -225,12 +225,18 @@ def _install_handlers(app: FastAPI, ctx: Ctx) -> None:
     async def http_error(_r: Request, exc: StarletteHTTPException) -> JSONResponse:
         return say(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
 
+    async def store_away(_r: Request, exc: Exception) -> JSONResponse:
+        ctx.metrics.store_errors += 1
+        log.warning("serving a request: %s", describe_db_error(exc, ctx.store.loc))
+        return say(503, "the store is unavailable; try again (the server's log says why)", {"Retry-After": "1"})
+
+    # One handler per class, not under `Exception`: Starlette answers an `Exception` handler's
+    # response and then raises again, which drops the client's kept-alive connection.
+    for fault in STORE_FAULTS:
+        app.add_exception_handler(fault, store_away)
+
     @app.exception_handler(Exception)
-    async def store_or_bug(_r: Request, exc: Exception) -> JSONResponse:
-        if isinstance(exc, STORE_FAULTS):
-            ctx.metrics.store_errors += 1
-            log.warning("serving a request: %s", describe_db_error(exc, ctx.store.loc))
-            return say(503, "the store is unavailable; try again (the server's log says why)", {"Retry-After": "1"})
+    async def bug(_r: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error serving a request")
         return say(500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
