@@ -47,8 +47,8 @@ def _head(db: Path) -> tuple[bytes, int] | None:
         return None
 
 
-def _damage(head: bytes, size: int) -> str | None:
-    """What is wrong with a SQLite file whose header is `head` and whose size is `size`, by its header alone."""
+def _damage(head: bytes, size: int, db: Path) -> str | None:
+    """What is wrong with the SQLite file `db` (header `head`, `size` bytes), by its header and its WAL's frames."""
     if not head.startswith(_MAGIC[: len(head)]) or (len(head) >= len(_MAGIC) and not head.startswith(_MAGIC)):
         return "file is not a database"
     if len(head) < 100:
@@ -57,13 +57,48 @@ def _damage(head: bytes, size: int) -> str | None:
     page = 65536 if page == 1 else page
     if page < 512 or page & (page - 1):
         return "its header names no page size: it is damaged"
-    if size % page:
-        return f"it is {size} bytes, not a whole number of {page}-byte pages: it was cut short"
-    pages = int.from_bytes(head[28:32], "big")
     # The header's page count is trusted only while it is current (SQLite's own rule: offset 92 equals 24).
-    if pages and head[24:28] == head[92:96] and pages * page > size:
-        return f"it is {size} bytes but its header says {pages * page}: it was cut short"
+    pages = int.from_bytes(head[28:32], "big") if head[24:28] == head[92:96] else 0
+    whole = size // page
+    if pages <= whole and not size % page:
+        return None  # the file holds every page its header counts (the usual case: the WAL is not read)
+    # Every page the store holds must be whole in the file or in its WAL: a checkpoint cut off (a full
+    # disk, a kill) leaves the file short of pages its WAL still holds, which SQLite then writes again.
+    in_wal, committed = _wal_pages(db, page)
+    wanted = max(committed if committed is not None else pages, whole + (1 if size % page else 0))
+    missing = [n for n in range(whole + 1, wanted + 1) if n not in in_wal]
+    if missing:
+        return f"it is {size} bytes, and {len(missing)} of the {wanted} pages it holds are in neither the file nor its WAL: it was cut short"
     return None
+
+
+def _wal_pages(db: Path, page: int) -> tuple[set[int], int | None]:
+    """The pages the WAL beside `db` holds in frames of its current generation (salts as its header's; a
+    torn last frame counts too, which can only make a store look whole), and the store's size in pages
+    at its last commit there (None without one). Frame headers only: this reads 24 bytes a frame."""
+    try:
+        f = open(f"{db}-wal", "rb")
+    except OSError:
+        return set(), None
+    found: set[int] = set()
+    committed: int | None = None
+    with f:
+        hdr = f.read(32)
+        if len(hdr) < 32 or int.from_bytes(hdr[:4], "big") not in (0x377F0682, 0x377F0683) or int.from_bytes(hdr[8:12], "big") != page:
+            return set(), None
+        salts = hdr[16:24]
+        at = 32
+        while True:
+            f.seek(at)
+            frame = f.read(24)
+            if len(frame) < 24 or frame[8:16] != salts:
+                break
+            number, after = int.from_bytes(frame[:4], "big"), int.from_bytes(frame[4:8], "big")
+            found.add(number)
+            if after:
+                committed = after
+            at += 24 + page
+    return found, committed
 
 
 def _checkpointing(db: Path) -> bool:
@@ -109,12 +144,12 @@ def check_whole(loc: StoreLocation) -> None:
                 f"Swarmkit leaves it as it is: restore it from a backup, or remove it and {id_file} to start a new store here."
             )
         return  # an empty file and nothing else: a store is made in it
-    why = _damage(head, size)
+    why = _damage(head, size, db)
     if why is not None and why != "file is not a database" and _checkpointing(db):
         return  # a live store mid-checkpoint, not a damaged one
     if why is not None and why != "file is not a database":
         again = _head(db)
-        why = _damage(*again) if again is not None else why
+        why = _damage(*again, db) if again is not None else why
     if why == "file is not a database":
         raise StoreDamaged(f"{loc.display} is not a Swarmkit store (file is not a database)")
     if why is not None:

@@ -431,12 +431,15 @@ def test_a_store_from_a_newer_schema_is_refused_by_every_verb_and_left_untouched
 
 @pytest.fixture
 def mounts(tmp_path: Path):
-    """Mount points this test makes (tmpfs, bind, read-only), unmounted afterwards; skips where mount is refused."""
+    """Mount points this test makes (tmpfs, bind, read-only), unmounted afterwards; skips where mount is
+    refused, except under CI (CI set), where a missing capability fails the test rather than hide it."""
     made: list[Path] = []
 
     def mount(args: list[str], target: Path) -> None:
         why = try_mount(args + [str(target)])
         if why:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI is set but {why}")
             pytest.skip(why)
         made.append(target)
 

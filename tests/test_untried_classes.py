@@ -44,7 +44,7 @@ from tests.reliability import (
     umount,
 )
 
-from .conftest import Cli, hold, release, wait_for, write_flow
+from .conftest import Cli, hold, wait_for, write_flow
 from .helpers import FAST_ENV, events, job, workspaces
 
 TERM_GRACE_S = float(FAST_ENV["SWARMKIT_TERM_GRACE"])
@@ -687,3 +687,83 @@ def test_an_agents_child_that_ignores_sigterm_is_gone_within_the_graces(cli: Cli
         assert row.status == "failed" and "timed out" in (row.error or ""), (row.status, row.error)
     assert not has_traceback(errs), errs[-3000:]
     print(f"{kind} {end}: children gone {took:.2f}s after the {end}")
+
+
+# --- 5. a disk that fills while a run writes its logs ------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """An 8 MB tmpfs at tmp_path/small, unmounted afterwards. Where mount is refused the test skips, except
+    under CI (CI set), where the missing capability fails it."""
+    ws = tmp_path / "small"
+    ws.mkdir()
+    why = try_mount(["-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(ws)])
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {why}")
+        pytest.skip(why)
+    try:
+        yield ws
+    finally:
+        umount(ws)
+
+
+def _fill(folder: Path, leave_kib: int) -> Path:
+    """A file that takes all the free space of `folder`'s file system but `leave_kib` KiB."""
+    st = os.statvfs(folder)
+    left = max(0, st.f_bavail * st.f_frsize - leave_kib * 1024)
+    filler = folder / "filler"
+    with open(filler, "wb") as f:
+        while left > 0:
+            n = min(left, 1 << 20)
+            f.write(b"\0" * n)
+            left -= n
+    return filler
+
+
+def test_a_disk_that_fills_while_a_run_logs_fails_it_clearly_keeps_its_work_and_it_resumes(tmp_path: Path, small_disk: Path):
+    """The workspace and its store on an 8 MB tmpfs, filled but for 600 KB; a run's first node records a
+    mark and completes, its second prints 12,000 lines. The disk fills under the second: `swarmkit run`
+    says "no space left" in a few lines and exits 1, no traceback. Space back, the store is whole (and
+    not taken for a damaged one: the WAL holds what the cut-off checkpoint did not write), an earlier
+    run is intact, the run that hit the wall reads lost (resumable, never faulted: nobody's fault but the
+    disk's), and resumed it completes from its checkpoint: the first node is not run again.
+    (tests/test_bad_input.py covers the store's disk filling; this adds the recovery.)"""
+    from tests.reliability import integrity_check
+
+    ws = small_disk
+    url = f"sqlite:///{ws}/.swarmkit/store.db"
+    cli = Cli(url, ws)
+    marks = tmp_path / "marks"
+    res = cli.run("run", str(write_flow(tmp_path, "one", ONE)), str(ws))
+    assert res.returncode == 0, res.stderr
+    earlier = run_id(cli, res.stdout.split()[0])
+    talky = write_flow(
+        tmp_path, "talky",
+        f'name = "talky"\n[[agents]]\nname = "first"\ncommand = "echo first >> {marks}; echo first"\n'
+        '[[agents]]\nname = "talk"\ncommand = "i=0; while [ $i -lt 12000 ]; do echo line $i padding-padding-padding-padding-padding; i=$((i+1)); done"\n'
+        '[[agents]]\nname = "last"\ncommand = "echo last"\n',
+    )
+    filler = _fill(ws, leave_kib=600)
+    res = cli.run("run", str(talky), str(ws), timeout=180)
+    assert res.returncode == 1, (res.stdout[-500:], res.stderr[-1500:])
+    assert "no space left" in res.stderr and not has_traceback(res.stderr), res.stderr[-3000:]
+    assert len([line for line in res.stderr.splitlines() if line.strip()]) <= 4, res.stderr
+    rid = run_id(cli, res.stdout.split()[0])
+    filler.unlink()
+    assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
+
+    def looked() -> str:
+        shown = cli.run("status", rid, "--json", str(ws))
+        assert shown.returncode == 0 and not has_traceback(shown.stderr), shown.stderr
+        return json.loads(shown.stdout)["status"]
+
+    wait_for(lambda: looked() == "lost", what="the run that hit the full disk to read lost once its lease passed")
+    assert job(url, ws, earlier).status == "completed"
+    res = cli.run("run", "--resume", rid, str(ws), timeout=180)
+    assert res.returncode == 0 and f"{rid[:8]} completed" in res.stdout, res.stdout[-500:] + res.stderr[-1500:]
+    assert marks.read_text() == "first\n", "the first node, checkpointed before the disk filled, ran again"
+    texts = [e.text for e in events(url, ws, rid) if e.kind == "log" and e.node == "talk"]
+    assert "line 11999 padding-padding-padding-padding-padding" in texts
+    assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
