@@ -8,6 +8,7 @@ request and never answers, and a port where nothing listens (connection refused)
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -49,6 +50,7 @@ class Hook:
         self.requests: list[tuple[str, str, dict | None]] = []  # (method, path, note)
         self.accepted: list[dict] = []
         self.refused = 0
+        self.authorizations: list[str | None] = []
         self.holding = 0  # connections held open now (drip, hang)
         self.held_s: list[float] = []  # how long each held connection lasted until its client ended it
         self.lock = threading.Lock()
@@ -80,7 +82,8 @@ class Hook:
                 head, _, body = data.partition(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, path = lines[0].split()[:2]
-                length = next((int(v) for k, _, v in (h.partition(":") for h in lines[1:]) if k.strip().lower() == "content-length"), 0)
+                headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+                length = int(headers.get("content-length", 0))
                 while len(body) < length:
                     chunk = conn.recv(65536)
                     if not chunk:
@@ -91,6 +94,7 @@ class Hook:
             note = json.loads(body) if body else None
             with self.lock:
                 self.requests.append((method, path, note))
+                self.authorizations.append(headers.get("authorization"))
             action = self.decide(method, note)
             if action in ("drip", "hang"):
                 self._hold(conn, drip=action == "drip")
@@ -207,9 +211,12 @@ def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
 def test_a_redirect_is_a_failed_attempt_with_its_location_never_followed(cli: Cli, tmp_path: Path, hooks):
     target = hooks()
     mover = hooks(lambda _m, _n: (302, {"Location": target.url + "/moved"}))
+    # A receiver's password goes to it (HTTP Basic) and nowhere else: not the store, not the log.
+    with_password = mover.url.replace("http://", "http://hook:s3cret-pw@")
+    shown = mover.url.replace("http://", "http://hook:***@")
     run_id = finished_runs(cli, tmp_path, 1)[0]
     log = tmp_path / "worker.log"
-    worker = cli.start("worker", "--notify", mover.url, "--log-format", "json", env=env(SWARMKIT_NOTIFY_ATTEMPTS="2"), log=log)
+    worker = cli.start("worker", "--notify", with_password, "--log-format", "json", env=env(SWARMKIT_NOTIFY_ATTEMPTS="2"), log=log)
     try:
         wait_for(lambda: [d for d in deliveries(cli) if d["state"] == "dead"], what="the redirected delivery to go dead after 2 attempts")
     finally:
@@ -217,11 +224,13 @@ def test_a_redirect_is_a_failed_attempt_with_its_location_never_followed(cli: Cl
     assert target.requests == [], "a redirect is never followed"
     [d] = deliveries(cli)
     assert (d["job_id"], d["kind"], d["state"], d["attempts"], d["last_status"]) == (run_id, "run.completed", "dead", 2, 302)
-    assert d["location"] == target.url + "/moved" and d["settled_at"] is not None
+    assert d["location"] == target.url + "/moved" and d["settled_at"] is not None and d["receiver"] == shown
+    assert mover.authorizations == ["Basic " + base64.b64encode(b"hook:s3cret-pw").decode()] * 2
+    assert "s3cret-pw" not in log.read_text()
     said = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     failed = [r for r in said if r["logger"] == "swarmkit.notify"]
     assert [r["level"] for r in failed] == ["warning", "warning"], said
-    assert f"to {mover.url} failed (attempt 1 of 2): HTTP 302 (Location: {target.url}/moved); next try in 1s" in failed[0]["msg"]
+    assert f"to {shown} failed (attempt 1 of 2): HTTP 302 (Location: {target.url}/moved); next try in 1s" in failed[0]["msg"]
     assert "is a dead letter after 2 attempts: HTTP 302" in failed[1]["msg"] and f"swarmkit notifications retry {d['id']}" in failed[1]["msg"]
 
 
