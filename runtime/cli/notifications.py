@@ -32,7 +32,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--store", dest="notify_store", metavar="URL", help=argparse.SUPPRESS)
     p.add_argument("--dead", dest="top_dead", action="store_true", help="only dead letters (the same as `list --dead`)")
     p.add_argument("--json", dest="top_json", action="store_true", help="the same as `list -o json`")
-    actions = p.add_subparsers(dest="notify_verb", metavar="ACTION")
+    actions = p.add_subparsers(dest="notify_verb", metavar="ACTION", help="list (the default) or retry")
     actions.required = False
     ls = verb(
         actions, "list", "the deliveries, newest first (the default)",
