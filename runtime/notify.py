@@ -643,11 +643,6 @@ def notify_config(urls: list[str] | str | None, environ: Mapping[str, str]) -> N
     )
 
 
-def notify_target(url: str | None, environ: Mapping[str, str]) -> NotifyConfig | None:
-    """One --notify URL (the form before it was repeatable)."""
-    return notify_config([url] if url else None, environ)
-
-
 def shutdown_grace_s() -> float:
     """SWARMKIT_SHUTDOWN_GRACE: how long a worker or `serve` gives its notification attempts in flight once signalled."""
     from .settings import env_number
