@@ -719,21 +719,53 @@ def test_an_agents_child_that_ignores_sigterm_is_gone_within_the_graces(cli: Cli
 # --- 5. a disk that fills while a run writes its logs ------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):
-    """An 8 MB tmpfs at tmp_path/small, unmounted afterwards. Where mount is refused the test skips, except
-    under CI (CI set), where the missing capability fails it."""
-    ws = tmp_path / "small"
-    ws.mkdir()
-    why = try_mount(["-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(ws)])
+def _need(why: str | None) -> None:
+    """Skip for a missing capability, except under CI (CI set), where it fails the test."""
     if why:
         if os.environ.get("CI"):
             pytest.fail(f"CI is set but {why}")
         pytest.skip(why)
+
+
+def _tmpfs(folder: Path, size: str) -> None:
+    _need(try_mount(["-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(folder)]))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def small_disk(request, tmp_path: Path):
+    """(store URL, workspace, the folder whose file system the store writes to) with that file system a
+    small tmpfs: SQLite, the workspace and its store on an 8 MB tmpfs; PostgreSQL, a server of the test's
+    own (tests/pg_instance.py; the shared one is never touched) whose data folder is an 80 MB tmpfs.
+    Unmounted and removed afterwards."""
+    if request.param == "sqlite":
+        ws = tmp_path / "small"
+        ws.mkdir()
+        _tmpfs(ws, "8m")
+        try:
+            yield f"sqlite:///{ws}/.swarmkit/store.db", ws, ws
+        finally:
+            umount(ws)
+        return
+    from .pg_instance import PgInstance, pg_bin
+
+    _need(None if pg_bin() else "no initdb/pg_ctl here for a PostgreSQL server of the test's own")
+    inst = PgInstance()
+    inst.data.mkdir()
     try:
-        yield ws
+        _tmpfs(inst.data, "80m")
+        if os.geteuid() == 0:
+            shutil.chown(inst.data, "postgres")  # PostgreSQL runs as postgres (see PgInstance)
+        inst.start()
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        yield inst.url, ws, inst.data
     finally:
-        umount(ws)
+        try:
+            inst._ctl("stop", "-m", "immediate")
+        except Exception:
+            pass
+        umount(inst.data)
+        inst.stop()
 
 
 def _fill(folder: Path, leave_kib: int) -> Path:
@@ -749,18 +781,20 @@ def _fill(folder: Path, leave_kib: int) -> Path:
     return filler
 
 
-def test_a_disk_that_fills_while_a_run_logs_fails_it_clearly_keeps_its_work_and_it_resumes(tmp_path: Path, small_disk: Path):
-    """The workspace and its store on an 8 MB tmpfs, filled but for 600 KB; a run's first node records a
-    mark and completes, its second prints 12,000 lines. The disk fills under the second: `swarmkit run`
-    says "no space left" in a few lines and exits 1, no traceback. Space back, the store is whole (and
-    not taken for a damaged one: the WAL holds what the cut-off checkpoint did not write), an earlier
-    run is intact, the run that hit the wall reads lost (resumable, never faulted: nobody's fault but the
-    disk's), and resumed it completes from its checkpoint: the first node is not run again.
-    (tests/test_bad_input.py covers the store's disk filling; this adds the recovery.)"""
+def test_a_disk_that_fills_while_a_run_logs_fails_it_clearly_keeps_its_work_and_it_resumes(tmp_path: Path, small_disk: tuple[str, Path, Path]):
+    """The store's disk (SQLite: the workspace and its store on an 8 MB tmpfs; PostgreSQL: its server's
+    data folder on an 80 MB tmpfs) filled but for a little; a run's first node records a mark and
+    completes, its second prints 12,000 lines. The disk fills under the second: the host says so
+    ("no space left", "disk is full"), no traceback. Space comes back (what the test waited for: that
+    message): either the host rode it out (the lines waited in memory) and the run completes, or its
+    lease had lapsed, it exited 1 in a few lines, and the run reads lost (resumable, never faulted:
+    nobody's fault but the disk's) and completes resumed. Either way from its checkpoint: the first
+    node ran once, and every line of the second is in the store; an earlier run is intact and a SQLite
+    store whole (not taken for a damaged one: its WAL holds what a cut-off checkpoint did not write).
+    (tests/test_bad_input.py covers a SQLite store's disk filling; this adds PostgreSQL and the recovery.)"""
     from tests.reliability import integrity_check
 
-    ws = small_disk
-    url = f"sqlite:///{ws}/.swarmkit/store.db"
+    url, ws, disk = small_disk
     cli = Cli(url, ws)
     marks = tmp_path / "marks"
     res = cli.run("run", str(write_flow(tmp_path, "one", ONE)), str(ws))
@@ -772,25 +806,44 @@ def test_a_disk_that_fills_while_a_run_logs_fails_it_clearly_keeps_its_work_and_
         '[[agents]]\nname = "talk"\ncommand = "i=0; while [ $i -lt 12000 ]; do echo line $i padding-padding-padding-padding-padding; i=$((i+1)); done"\n'
         '[[agents]]\nname = "last"\ncommand = "echo last"\n',
     )
-    filler = _fill(ws, leave_kib=600)
-    res = cli.run("run", str(talky), str(ws), timeout=180)
-    assert res.returncode == 1, (res.stdout[-500:], res.stderr[-1500:])
-    assert "no space left" in res.stderr and not has_traceback(res.stderr), res.stderr[-3000:]
-    assert len([line for line in res.stderr.splitlines() if line.strip()]) <= 4, res.stderr
-    rid = run_id(cli, res.stdout.split()[0])
-    filler.unlink()
-    assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
-
-    def looked() -> str:
-        shown = cli.run("status", rid, "--json", str(ws))
-        assert shown.returncode == 0 and not has_traceback(shown.stderr), shown.stderr
-        return json.loads(shown.stdout)["status"]
-
-    wait_for(lambda: looked() == "lost", what="the run that hit the full disk to read lost once its lease passed")
+    filler = _fill(disk, leave_kib=600 if url.startswith("sqlite") else 500)
+    said = tmp_path / "run.log"
+    host = cli.start("run", str(talky), str(ws), log=said)
+    try:
+        wait_for(lambda: any(w in said.read_text().lower() for w in ("no space left", "disk is full")) or host.poll() is not None,
+                 timeout=120, what="the host to say the disk is full")
+        text = said.read_text()
+        assert any(w in text.lower() for w in ("no space left", "disk is full")), text[-3000:]
+        assert "writing events failed" in text, f"the disk filled before the run wrote its logs:\n{text[-3000:]}"
+        assert not has_traceback(text), text[-3000:]
+        rid = run_id(cli, text.split()[0])
+        # Space comes back. The host either rides it out (the lines waited in memory, the run goes on) or
+        # had let its lease lapse (it exits 1, the run reads lost, resumable).
+        filler.unlink()
+        host.wait(timeout=180)
+    finally:
+        if host.poll() is None:
+            os.killpg(host.pid, signal.SIGKILL)
+            host.wait()
+    text = said.read_text()
+    assert not has_traceback(text), text[-3000:]
+    if url.startswith("sqlite"):
+        assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
     assert job(url, ws, earlier).status == "completed"
-    res = cli.run("run", "--resume", rid, str(ws), timeout=180)
-    assert res.returncode == 0 and f"{rid[:8]} completed" in res.stdout, res.stdout[-500:] + res.stderr[-1500:]
+    if host.returncode != 0:
+        assert len([line for line in text.splitlines() if line.strip() and " | " not in line and not line.startswith(rid[:8])]) <= 4, text[-3000:]
+
+        def looked() -> str:
+            shown = cli.run("status", rid, "--json", str(ws))
+            assert shown.returncode == 0 and not has_traceback(shown.stderr), shown.stderr
+            return json.loads(shown.stdout)["status"]
+
+        wait_for(lambda: looked() == "lost", what="the run that hit the full disk to read lost once its lease passed")
+        res = cli.run("run", "--resume", rid, str(ws), timeout=180)
+        assert res.returncode == 0, res.stdout[-500:] + res.stderr[-1500:]
+    assert job(url, ws, rid).status == "completed"
     assert marks.read_text() == "first\n", "the first node, checkpointed before the disk filled, ran again"
     texts = [e.text for e in events(url, ws, rid) if e.kind == "log" and e.node == "talk"]
     assert "line 11999 padding-padding-padding-padding-padding" in texts
-    assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
+    if url.startswith("sqlite"):
+        assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
