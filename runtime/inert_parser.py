@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up (see cli/common.py)
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 
 class InertParser(argparse.ArgumentParser):
     """An ArgumentParser whose error messages pass through `text.plain` (its subparsers are of this class too)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         from .text import plain
 
         super().error(plain(message))
