@@ -269,7 +269,8 @@ def test_a_cut_short_or_garbled_store_is_refused_in_a_line_and_left_byte_identic
     """A SQLite store cut to half, to 100 bytes, to 0 bytes, or with a garbage header, with the -wal and
     -shm a killed host left beside it and without them: `status`, `logs`, `stop`, `run`, `run --detach`,
     `worker`, `db upgrade` and `swarmkit-console --once` each say so in one line, exit 1 or 2, print no
-    traceback, and leave every file of the store folder byte-identical. (A file and its WAL: SQLite only.)
+    traceback, and leave every file of the store folder byte-identical (`cancel` and `audit` too). (A file
+    and its WAL: SQLite only.)
 
     Used to: with a WAL beside a cut-short store, `status` said "database disk image is malformed" and,
     closing, checkpointed the WAL into the damaged file and deleted the WAL and -shm; a 0-byte store whose
@@ -286,6 +287,8 @@ def test_a_cut_short_or_garbled_store_is_refused_in_a_line_and_left_byte_identic
         swarmkit_argv("status", sqlite_url, str(workspace)),
         swarmkit_argv("logs", sqlite_url, done[:8], str(workspace)),
         swarmkit_argv("stop", sqlite_url, running[:8], str(workspace)),
+        swarmkit_argv("cancel", sqlite_url, running[:8], str(workspace)),
+        swarmkit_argv("audit", sqlite_url, str(workspace)),
         swarmkit_argv("run", sqlite_url, str(flow), str(workspace)),
         swarmkit_argv("run", sqlite_url, "--detach", str(flow), str(workspace)),
         swarmkit_argv("worker", sqlite_url, str(workspace)),
@@ -360,7 +363,7 @@ EVIL_TEXT = [
     "../../../../etc/passwd",
     "/etc/shadow",
 ]
-EVIL_ACTOR = f"../../mallory {ESC}]52;c;cHduZWQ=\x07 {ESC}[2J \x9b31m"
+EVIL_ACTOR = f"../../mallory {ESC}]52;c;cHduZWQ=\x07 {ESC}[2J \x9b31m\nforged-line root@host"
 EVIL_REFS = ["../../x", "/etc/passwd", "../" * 10, f"{ESC}[2J", f"{ESC}]8;;http://e{ESC}\\x{ESC}]8;;{ESC}\\", "a\x9bb", "\x07", "a\nb", ESC]
 
 
