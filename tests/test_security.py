@@ -123,7 +123,10 @@ EVIL_ACTOR = "[@click=app.quit]mallory[/] " + ESC + "]52;c;cHduZWQ=\x07 \u202ero
 def test_the_corpus_reaches_no_terminal_through_any_surface(cli: Cli, tmp_path: Path):
     cf = corpus_file(tmp_path)
     flow = corpus_flow(tmp_path, cf, gate=True)
-    inputs = ["--input", f"evil={CORPUS[5]}{CORPUS[8]}", "--input", "markup=[@click=app.quit]x[/]"]
+    # An input holding escape sequences is refused, and the refusal quotes it inert.
+    code, out = on_pty(cli, "run", str(flow), str(cli.workspace), "--input", f"evil={CORPUS[5]}{CORPUS[8]}")
+    assert code == 2 and "control character" in out, out[-2000:]
+    inputs = ["--input", "markup=[@click=app.quit]x[/]"]
     # swarmkit run in the foreground: it echoes every line the agents print; it stops at the gate.
     code, out = on_pty(cli, "run", str(flow), str(cli.workspace), *inputs, env={"SWARMKIT_ACTOR": EVIL_ACTOR})
     assert code == 0, out[-2000:]
