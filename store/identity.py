@@ -136,12 +136,12 @@ def check_whole(loc: StoreLocation) -> None:
         wal = Path(f"{db}-wal")
         if id_file.exists() or (wal.exists() and wal.stat().st_size > 0):
             try:
-                was = id_file.read_text().strip()[:12] or "?"
+                was = f"store {id_file.read_text().strip()[:12]} was there"
             except OSError:
-                was = "?"
+                was = "its WAL holds pages"
             raise StoreDamaged(
-                f"the store {db} is empty (0 bytes) but store {was} was there: it was truncated. "
-                f"Swarmkit leaves it as it is: restore it from a backup, or remove it and {id_file} to start a new store here."
+                f"the store {db} is empty (0 bytes) but {was}: it was truncated. Swarmkit leaves it as it is: "
+                f"restore it from a backup, or remove it (and its -wal and {id_file.name}) to start a new store here."
             )
         return  # an empty file and nothing else: a store is made in it
     why = _damage(head, size, db)

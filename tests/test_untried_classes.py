@@ -850,3 +850,27 @@ def test_a_disk_that_fills_while_a_run_logs_fails_it_clearly_keeps_its_work_and_
     assert "line 11999 padding-padding-padding-padding-padding" in texts
     if url.startswith("sqlite"):
         assert integrity_check(ws / ".swarmkit" / "store.db") == "ok"
+
+
+def test_an_empty_file_with_no_trace_of_a_store_is_where_a_new_store_is_made(tmp_path: Path):
+    """`touch store.db` (no id beside it, no WAL): not a damaged store but no store yet; `status` says
+    so (exit 2) and `run` makes a store in it. The same empty file beside a WAL is a store cut to
+    nothing, and is refused like the cases above."""
+    ws = tmp_path / "ws"
+    (ws / ".swarmkit").mkdir(parents=True)
+    db = ws / ".swarmkit" / "store.db"
+    db.touch()
+    url = f"sqlite:///{db}"
+    env = env_for_children()
+    res = subprocess.run(swarmkit_argv("status", url, str(ws)), cwd=ws, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "no store at" in res.stderr, res.stderr
+    res = subprocess.run(swarmkit_argv("run", url, str(write_flow(tmp_path, "one", ONE)), str(ws)), cwd=ws, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "completed" in res.stdout, res.stdout + res.stderr
+    other = tmp_path / "other"
+    (other / ".swarmkit").mkdir(parents=True)
+    (other / ".swarmkit" / "store.db").touch()
+    (other / ".swarmkit" / "store.db-wal").write_bytes(b"\x37\x7f\x06\x82" + b"\0" * 4000)
+    before = files_of(other / ".swarmkit")
+    res = subprocess.run(swarmkit_argv("run", f"sqlite:///{other}/.swarmkit/store.db", str(tmp_path / "one.toml"), str(other)), cwd=other, env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "is empty (0 bytes)" in res.stderr and not has_traceback(res.stderr), res.stderr
+    assert files_of(other / ".swarmkit") == before
