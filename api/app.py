@@ -28,16 +28,16 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from swarmkit.runtime import control
+from swarmkit.runtime.errors import AmbiguousRun, FlowError, RunNotFound
+from swarmkit.runtime.http_trust import allowed_hosts as default_hosts
+from swarmkit.runtime.http_trust import origin_allowed
+from swarmkit.runtime.settings import Settings, default_actor
+from swarmkit.runtime.text import plain
+from swarmkit.runtime.worker import Worker
 from swarmkit.store import STORE_FAULTS, Store, describe_db_error, masked
 from swarmkit.store.schema import schema_state
 
-from .. import control
-from ..errors import AmbiguousRun, FlowError, RunNotFound
-from ..http_trust import allowed_hosts as default_hosts
-from ..http_trust import origin_allowed
-from ..settings import Settings, default_actor
-from ..text import plain
-from ..worker import Worker
 from .auth import OPERATE, READ, Auth, Denied, Token
 from .metrics import Metrics, read_gauges
 from .schemas import Health, Problem

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from swarmkit.runtime import control
 from swarmkit.store import STORE_FAULTS
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, LOST, STOPPED
@@ -24,7 +25,6 @@ from swarmkit.store.pages import audit_page
 from swarmkit.store.queries import events_after, get_job, workspaces_for
 from swarmkit.store.records import EventRecord, audit_view, event_view, merged_view
 
-from .. import control
 from .app import BadRequest, Ctx, ctx_of, look_for_lost, reader
 from .jobs import RUN_REF, RunId
 from .schemas import AuditEntry, AuditPage, Event, EventPage

@@ -16,16 +16,16 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
+from swarmkit.runtime import control
+from swarmkit.runtime.errors import FlowError
+from swarmkit.runtime.flow import Flow, load_flow, parse_inputs
+from swarmkit.runtime.text import plain_lines
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import RUNNING, STORED_STATUSES
 from swarmkit.store.pages import UnknownCursor, jobs_page
 from swarmkit.store.queries import workspaces_for
 from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, merged_view, rfc3339
 
-from .. import control
-from ..errors import FlowError
-from ..flow import Flow, load_flow, parse_inputs
-from ..text import plain_lines
 from .app import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
 from .schemas import ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
 

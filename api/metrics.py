@@ -11,12 +11,11 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from swarmkit.runtime import host_metrics
+from swarmkit.runtime.host_metrics import Histogram
 from swarmkit.store.models import STORED_STATUSES
 from swarmkit.store.pages import heartbeat_ages
 from swarmkit.store.queries import status_counts
-
-from .. import host_metrics
-from ..host_metrics import Histogram
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -69,6 +68,6 @@ class Metrics:
 
 
 def read_gauges(conn) -> tuple[dict[str, int], list[float], dict[str, int]]:
-    from ..notify import delivery_counts
+    from swarmkit.runtime.notify import delivery_counts
 
     return status_counts(conn), heartbeat_ages(conn), delivery_counts(conn)

@@ -14,11 +14,11 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarmkit.runtime import control
+from swarmkit.runtime.notify import list_deliveries, retry_dead
 from swarmkit.store.clock import store_now
 from swarmkit.store.records import rfc3339
 
-from .. import control
-from ..notify import list_deliveries, retry_dead
 from .app import BadRequest, Refused, ctx_of, operator, reader
 from .jobs import NO_CONTROLS
 

@@ -18,16 +18,16 @@ from typing import Any
 
 import uvicorn
 
+from swarmkit.runtime.echo import Echo
+from swarmkit.runtime.errors import UsageError
+from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.http_trust import allowed_hosts, check_origin, is_loopback
+from swarmkit.runtime.log_lines import LogLines
+from swarmkit.runtime.notify import Notifier, notify_config
+from swarmkit.runtime.settings import env_number
+from swarmkit.runtime.worker import Worker
 from swarmkit.store import Store
 
-from ..echo import Echo
-from ..errors import UsageError
-from ..exit_code import ExitCode
-from ..http_trust import allowed_hosts, check_origin, is_loopback
-from ..log_lines import LogLines
-from ..notify import Notifier, notify_config
-from ..settings import env_number
-from ..worker import Worker
 from .app import make_app
 from .auth import TokenError, load_tokens
 

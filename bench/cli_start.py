@@ -53,7 +53,7 @@ RECORDED = {"--help": 624.0, "--version": 787.0, "status": 801.0, "stop ID": 691
 HELP_TARGET = 3.0  # x python -c pass
 ACT_TARGET = 0.35  # x the baseline
 
-RUN = "import sys; from swarmkit.runtime.cli import main; sys.exit(main())"
+RUN = "import sys; from swarmkit.cli import main; sys.exit(main())"
 
 SQLITE_STATUS = """
 import sqlite3, sys

@@ -121,7 +121,7 @@ def wait(pred, timeout: float, what: str) -> None:
 def one_cancel(url: str, ws: Path, kind: str, env: dict[str, str], tries: int) -> list[float]:
     flow = ws / f"k{abs(hash(kind)) % 10**6}.toml"
     flow.write_text(f'name = "contain"\n{PASS_ENV}[[agents]]\nname = "a"\n{KINDS[kind]}\n')
-    worker = subprocess.Popen([sys.executable, "-m", "swarmkit.runtime.cli", "worker", "--store", url, "--concurrency", "2", str(ws)], env=env, stdout=subprocess.DEVNULL, stderr=open(ws / "worker.err", "a"))
+    worker = subprocess.Popen([sys.executable, "-m", "swarmkit.cli", "worker", "--store", url, "--concurrency", "2", str(ws)], env=env, stdout=subprocess.DEVNULL, stderr=open(ws / "worker.err", "a"))
     out: list[float] = []
     try:
         for i in range(tries):
@@ -155,7 +155,7 @@ def one_freeze(url: str, ws: Path, env: dict[str, str], tries: int, lease: float
     flow.write_text(f'name = "freeze"\n{PASS_ENV}[[agents]]\nname = "a"\ncommand = "echo $$ >> $BENCH_PIDS_DIR/$SWARMKIT_RUN_ID; sleep 600"\n')
     out = []
     for i in range(tries):
-        worker = subprocess.Popen([sys.executable, "-m", "swarmkit.runtime.cli", "worker", "--store", url, str(ws)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        worker = subprocess.Popen([sys.executable, "-m", "swarmkit.cli", "worker", "--store", url, str(ws)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             job_id = asyncio.run(submit(url, str(ws), flow))
             pids = Path(env["BENCH_PIDS_DIR"]) / job_id

@@ -60,7 +60,7 @@ from tests.pgbouncer_instance import PgBouncer
 RECORDING_WORKER = """
 import atexit, json, os, sys, time
 from swarmkit.runtime import host_metrics
-import swarmkit.runtime.cli.worker, swarmkit.runtime.worker, sqlalchemy.dialects.postgresql.asyncpg
+import swarmkit.cli.worker, swarmkit.runtime.worker, sqlalchemy.dialects.postgresql.asyncpg
 path, gate = sys.argv.pop(1), sys.argv.pop(1)
 kept = []
 observe = host_metrics.BOUNDARY.observe
@@ -72,7 +72,7 @@ atexit.register(lambda: open(path, "w").write(json.dumps(kept)))
 open(path + ".ready", "w").close()
 while not os.path.exists(gate):
     time.sleep(0.05)
-from swarmkit.runtime.cli import main
+from swarmkit.cli import main
 sys.exit(main())
 """
 

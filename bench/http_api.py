@@ -39,7 +39,7 @@ def start_server(url: str, ws: str) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), SWARMKIT_ACTOR="bench")
     env.pop("SWARMKIT_STORE", None)
     log = Path(ws) / "serve.out"
-    proc = subprocess.Popen([sys.executable, "-m", "swarmkit.runtime.cli", "serve", "--store", url, "--port", "0", "--no-host", ws],
+    proc = subprocess.Popen([sys.executable, "-m", "swarmkit.cli", "serve", "--store", url, "--port", "0", "--no-host", ws],
                             env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -73,7 +73,7 @@ async def stops(store: Store, ws: str, url: str, base: str, runs: int) -> dict[s
                 if door == "http":
                     (await client.post(f"/jobs/{job_id}/stop")).raise_for_status()
                 else:
-                    p = await asyncio.create_subprocess_exec(sys.executable, "-m", "swarmkit.runtime.cli", "stop", "--store", url, job_id, ws,
+                    p = await asyncio.create_subprocess_exec(sys.executable, "-m", "swarmkit.cli", "stop", "--store", url, job_id, ws,
                                                              env=env, stdout=subprocess.DEVNULL)
                     await p.wait()
 

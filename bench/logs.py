@@ -186,7 +186,7 @@ async def follow_lag(url: str, ws: str, rate: float, seconds: float) -> None:
         await open_log(pilot, screen, job.id)
         _Hooks.reset()
         worker = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from swarmkit.runtime.cli import main; sys.exit(main())", "worker", "--store", url, "--concurrency", "1", ws],
+            [sys.executable, "-c", "import sys; from swarmkit.cli import main; sys.exit(main())", "worker", "--store", url, "--concurrency", "1", ws],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
         try:

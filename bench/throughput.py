@@ -64,7 +64,7 @@ async def _queue(url: str, ws: str, agents: int, runs: int) -> None:
         await store.close()
 
 
-WORKER_CODE = "import sys; from swarmkit.runtime.cli import main; sys.exit(main())"
+WORKER_CODE = "import sys; from swarmkit.cli import main; sys.exit(main())"
 
 
 def start_workload(url: str, ws: str, *, workers: int, concurrency: int, agents: int, runs: int) -> Workload:

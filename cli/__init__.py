@@ -11,8 +11,9 @@ import argparse
 import os
 import sys
 
-from ..inert_parser import InertParser
-from ..version_action import VersionAction
+from swarmkit.runtime.inert_parser import InertParser
+from swarmkit.runtime.version_action import VersionAction
+
 from . import acts, audit, completion, db, logs, notifications, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
 
@@ -102,10 +103,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
     import asyncio
 
+    from swarmkit.runtime.echo import say
+    from swarmkit.runtime.errors import FlowError, SwarmkitError, UsageError
     from swarmkit.store import NoStoreError, StoreError, StoreUrlError
-
-    from ..echo import say
-    from ..errors import FlowError, SwarmkitError, UsageError
 
     # Each fault is said once, on stderr, and mapped to the one list of exit codes.
     try:
@@ -115,7 +115,7 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
         return ExitCode.USAGE
     except SwarmkitError as exc:
         # An unknown or ambiguous run is a usage slip (the id was mistyped); other refusals are failures.
-        from ..errors import AmbiguousRun, RunNotFound
+        from swarmkit.runtime.errors import AmbiguousRun, RunNotFound
 
         err(str(exc))
         return ExitCode.USAGE if isinstance(exc, (RunNotFound, AmbiguousRun)) else ExitCode.FAILED

@@ -1,7 +1,7 @@
-"""`python -m swarmkit.runtime.cli`: the same `swarmkit` the entry point runs."""
+"""`python -m swarmkit.cli`: the same `swarmkit` the entry point runs."""
 
 import sys
 
-from swarmkit.runtime.cli import main
+from swarmkit.cli import main
 
 sys.exit(main())

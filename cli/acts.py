@@ -49,9 +49,9 @@ def add_parsers(sub) -> None:
 
 
 async def cmd_act(args) -> int:
-    from .. import control
-    from ..settings import Settings
-    from ..text import plain_lines
+    from swarmkit.runtime import control
+    from swarmkit.runtime.settings import Settings
+    from swarmkit.runtime.text import plain_lines
 
     async def go(store: Store) -> int:
         if args.verb == "stop":

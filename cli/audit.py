@@ -66,13 +66,12 @@ async def cmd_audit(args) -> int:
     async def go(store: Store) -> int:
         import json
 
+        from swarmkit.runtime import control
+        from swarmkit.runtime.report import format_table
+        from swarmkit.runtime.text import plain
         from swarmkit.store.clock import store_now
         from swarmkit.store.pages import audit_page
         from swarmkit.store.records import audit_view, rfc3339
-
-        from .. import control
-        from ..report import format_table
-        from ..text import plain
 
         job_id = (await control.resolve_run(store, run_ref)).id if run_ref else None
         cutoff = store_now() - args.since if args.since else None

@@ -10,8 +10,8 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
-from ..exit_code import ExitCode
-from ..quantities import Duration
+from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.quantities import Duration
 
 # What every verb imports to build the parser costs `swarmkit --help`: typing, json, datetime
 # and the echo thread's modules are imported where used, or only for the type checker
@@ -39,10 +39,9 @@ LITE_VERBS = frozenset({"status", "stop"})
 
 def err(msg: str) -> None:
     """An error or a warning: on stderr, once, with its password hidden and no control sequence."""
+    from swarmkit.runtime.echo import say
+    from swarmkit.runtime.text import plain_lines
     from swarmkit.store.engine import masked
-
-    from ..echo import say
-    from ..text import plain_lines
 
     say(f"{PROG}: {plain_lines(masked(msg))}", sys.stderr)
 
@@ -79,7 +78,7 @@ def run_and_workspace(args, name: str) -> str | None:
     """`[RUN_ID] [WORKSPACE]`: sets args.workspace, returns the run id. One argument is the workspace if it is a folder."""
     from pathlib import Path
 
-    from ..errors import UsageError
+    from swarmkit.runtime.errors import UsageError
 
     positional = list(args.args)
     run_ref = None
@@ -160,9 +159,8 @@ async def _open(args) -> Store:
         lite = lite_location(args.store, getattr(args, "workspace", None))
         if lite is not None:
             return await LiteStore.open(lite)  # type: ignore[return-value]  # the part of a Store's face these verbs use
+    from swarmkit.runtime.settings import application_name
     from swarmkit.store import Store, resolve_store
-
-    from ..settings import application_name
 
     hosting = args.verb in HOSTING_VERBS
     loc = resolve_store(args.store, getattr(args, "workspace", None))
@@ -191,10 +189,9 @@ async def _sweep(store: Store) -> None:
     """Workspaces of this host whose destroy another machine recorded: this is the next swarmkit process here."""
     import logging
 
+    from swarmkit.runtime.text import plain
+    from swarmkit.runtime.workspaces import sweep
     from swarmkit.store import STORE_FAULTS
-
-    from ..text import plain
-    from ..workspaces import sweep
 
     try:
         for line in await sweep(store):

@@ -39,11 +39,10 @@ def add_parsers(sub) -> None:
 async def cmd_db(args) -> int:
     import json
 
+    from swarmkit.runtime.settings import application_name
+    from swarmkit.runtime.text import plain
     from swarmkit.store import NoStoreError, Store, resolve_store
     from swarmkit.store.schema import schema_state
-
-    from ..settings import application_name
-    from ..text import plain
 
     args.store = args.store or args.db_store
     if args.db_verb == "upgrade":

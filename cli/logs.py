@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from ..quantities import Count
+from swarmkit.runtime.quantities import Count
+
 from .common import ExitCode, add_run_id, add_store, add_workspace, duration, err, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -46,9 +47,8 @@ class EventLines:
     def __call__(self, ev: EventRecord) -> str:
         import json
 
+        from swarmkit.runtime.text import plain
         from swarmkit.store.records import event_view, rfc3339
-
-        from ..text import plain
 
         if self.output == "json":
             # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
@@ -63,10 +63,9 @@ class EventLines:
 
 async def cmd_logs(args) -> int:
     # Imported before the store is opened: its connection is not left idle meanwhile.
+    from swarmkit.runtime import control
     from swarmkit.store.clock import store_now
     from swarmkit.store.queries import events_before
-
-    from .. import control
 
     async def go(store: Store) -> int:
         job = await _riding_out(args, store, lambda: control.resolve_run(store, args.run_id))
@@ -113,12 +112,11 @@ def _print(events: list[EventRecord], line: EventLines) -> None:
 async def _follow(store: Store, args, job_id: str, short_id: str, after: int, line: EventLines, cutoff) -> int:
     import asyncio
 
+    from swarmkit.runtime import control
+    from swarmkit.runtime.event_follower import EventFollower
+    from swarmkit.runtime.settings import Settings
     from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
     from swarmkit.store.models import QUEUED, RUNNING
-
-    from .. import control
-    from ..event_follower import EventFollower
-    from ..settings import Settings
 
     settings = Settings.from_env()
     follower = EventFollower(job_id, after, slow=0.3)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..quantities import Count
+from swarmkit.runtime.quantities import Count
+
 from .common import ExitCode, add_store, add_workspace, err, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -102,10 +103,10 @@ async def _list(args) -> int:
         import json
         from functools import partial
 
-        from .. import control
-        from ..notify import list_deliveries
-        from ..report import format_table
-        from ..text import plain
+        from swarmkit.runtime import control
+        from swarmkit.runtime.notify import list_deliveries
+        from swarmkit.runtime.report import format_table
+        from swarmkit.runtime.text import plain
 
         run_id = (await control.resolve_run(store, args.run)).id if args.run else None
         rows = await store.run_read(partial(list_deliveries, state=args.state, run_id=run_id, limit=args.limit))
@@ -130,7 +131,7 @@ async def _list(args) -> int:
 
 
 async def _retry(args) -> int:
-    from ..errors import UsageError
+    from swarmkit.runtime.errors import UsageError
 
     if bool(args.ids) == bool(args.all_dead):
         raise UsageError("notifications retry: give delivery ids, or --all-dead")
@@ -138,10 +139,9 @@ async def _retry(args) -> int:
     async def go(store: Store) -> int:
         from functools import partial
 
+        from swarmkit.runtime.notify import retry_dead
+        from swarmkit.runtime.settings import default_actor
         from swarmkit.store.clock import store_now
-
-        from ..notify import retry_dead
-        from ..settings import default_actor
 
         ids = None if args.all_dead else list(dict.fromkeys(args.ids))
         outcome = await store.run_write(partial(retry_dead, ids=ids, actor=default_actor(), now=store_now()))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 
-from ..errors import UsageError
+from swarmkit.runtime.errors import UsageError
+
 from .common import RUN_ID_HELP, ExitCode, add_store, err, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -35,15 +36,14 @@ def add_parsers(sub) -> None:
 async def host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
     import asyncio
 
+    from swarmkit.runtime import control
+    from swarmkit.runtime.echo import Echo, say
+    from swarmkit.runtime.executor import RunHost
+    from swarmkit.runtime.settings import default_actor
+    from swarmkit.runtime.steps import step_words
+    from swarmkit.runtime.text import plain, plain_lines
     from swarmkit.store import STORE_FAULTS, StoreReplaced, masked
     from swarmkit.store.queries import get_job, workspaces_for
-
-    from .. import control
-    from ..echo import Echo, say
-    from ..executor import RunHost
-    from ..settings import default_actor
-    from ..steps import step_words
-    from ..text import plain, plain_lines
 
     loop = asyncio.get_running_loop()
     presses = {"n": 0}
@@ -149,7 +149,7 @@ async def cmd_run(args) -> int:
         raise UsageError("run needs a flow file: swarmkit run FLOW [--input k=v]... [WORKSPACE]")
     if len(positional) > 2:
         raise UsageError(f"run takes a flow file and optionally a workspace, not {len(positional)} arguments")
-    from ..flow import load_flow, parse_inputs
+    from swarmkit.runtime.flow import load_flow, parse_inputs
 
     flow_path = positional[0]
     args.workspace = positional[1] if len(positional) > 1 else None
@@ -158,9 +158,9 @@ async def cmd_run(args) -> int:
     inputs = parse_inputs(args.input)
 
     async def go(store: Store) -> int:
-        from .. import control
-        from ..echo import say
-        from ..text import plain
+        from swarmkit.runtime import control
+        from swarmkit.runtime.echo import say
+        from swarmkit.runtime.text import plain
 
         if args.detach:
             job = await control.submit(store, flow, inputs)
@@ -180,11 +180,11 @@ def _is_file(path: str) -> bool:
 
 
 async def _resume_here(args, store: Store) -> int:
-    from .. import control
-    from ..echo import say
-    from ..errors import FlowError
-    from ..executor import flow_for_job
-    from ..text import plain_lines
+    from swarmkit.runtime import control
+    from swarmkit.runtime.echo import say
+    from swarmkit.runtime.errors import FlowError
+    from swarmkit.runtime.executor import flow_for_job
+    from swarmkit.runtime.text import plain_lines
 
     res, job = await control.claim_for_resume(store, args.resume)
     if job is None:

@@ -1,9 +1,10 @@
-"""`swarmkit serve`: the HTTP API (runtime/serve/), hosting runs like a worker unless --no-host."""
+"""`swarmkit serve`: the HTTP API (api/), hosting runs like a worker unless --no-host."""
 
 from __future__ import annotations
 
-from ..log_lines import add_log_format
-from ..quantities import MAX_CONCURRENCY, Count, Port
+from swarmkit.runtime.log_lines import add_log_format
+from swarmkit.runtime.quantities import MAX_CONCURRENCY, Count, Port
+
 from .common import add_store, add_workspace, verb, with_store
 
 
@@ -42,6 +43,6 @@ def add_parsers(sub) -> None:
 
 async def cmd_serve(args) -> int:
     # Imported here only: no other verb pays for loading FastAPI and uvicorn.
-    from ..serve.run import cmd_serve as serve
+    from swarmkit.api.run import cmd_serve as serve
 
     return await serve(args, with_store)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import UsageError
+from swarmkit.runtime.errors import UsageError
+
 from .common import ExitCode, add_output, add_store, duration, err, run_and_workspace, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -71,15 +72,14 @@ class RunFilter:
 
 
 def wide_row(job: JobRecord) -> tuple[str, ...]:
+    from swarmkit.runtime.text import plain
     from swarmkit.store.records import rfc3339
-
-    from ..text import plain
 
     return (plain(job.host or "-", 24), str(job.pid or "-"), str(job.epoch), rfc3339(job.created_at)[:19] + "Z")
 
 
 def table_rows(jobs: list[JobRecord], now: datetime, wide: bool) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    from ..report import HEADERS, run_rows
+    from swarmkit.runtime.report import HEADERS, run_rows
 
     rows = run_rows(jobs, now)
     if not wide:
@@ -91,12 +91,11 @@ async def cmd_status(args) -> int:
     run_ref = _split_args(args)
 
     async def go(store: Store) -> int:
+        from swarmkit.runtime import control
+        from swarmkit.runtime.report import clock_warning
+        from swarmkit.runtime.settings import Settings
         from swarmkit.store.clock import store_now
         from swarmkit.store.reads import skewed_workers
-
-        from .. import control
-        from ..report import clock_warning
-        from ..settings import Settings
 
         lease_s = Settings.from_env().lease_s
         await control.mark_lost(store, lease_s)
@@ -113,11 +112,10 @@ async def cmd_status(args) -> int:
 async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> int:
     import json
 
+    from swarmkit.runtime import control
+    from swarmkit.runtime.text import plain
     from swarmkit.store.reads import workspaces_for
     from swarmkit.store.records import merged_view
-
-    from .. import control
-    from ..text import plain
 
     job = await control.resolve_run(store, run_ref)
     async with store.read() as conn:
@@ -161,9 +159,8 @@ async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] 
 async def _list(store: Store, args, lease_s: float) -> int:
     import json
 
+    from swarmkit.runtime.report import format_table
     from swarmkit.store.records import merged_view, run_list
-
-    from ..report import format_table
 
     jobs, wss, now = await _read(store, args, args.output == "json")
     if args.output == "json" and not args.watch:
@@ -196,12 +193,11 @@ async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], hea
     import asyncio
     import json
 
+    from swarmkit.runtime import control
+    from swarmkit.runtime.report import cell_width, format_row
     from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
     from swarmkit.store.clock import store_now
     from swarmkit.store.records import merged_view
-
-    from .. import control
-    from ..report import cell_width, format_row
 
     seen = {j.id: _signature(j, store_now()) for j in first}
     # The columns keep the widths the table had (at least the headers'), as kubectl's do.

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import signal
 
-from ..log_lines import LogLines, add_log_format
-from ..quantities import MAX_CONCURRENCY, Count
+from swarmkit.runtime.log_lines import LogLines, add_log_format
+from swarmkit.runtime.quantities import MAX_CONCURRENCY, Count
+
 from .common import ExitCode, add_store, add_workspace, verb, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -36,9 +37,9 @@ async def cmd_worker(args) -> int:
     import asyncio
     import os
 
-    from ..echo import Echo
-    from ..notify import notify_config
-    from ..worker import Worker
+    from swarmkit.runtime.echo import Echo
+    from swarmkit.runtime.notify import notify_config
+    from swarmkit.runtime.worker import Worker
 
     notify = notify_config(args.notify, os.environ)
 

@@ -87,7 +87,7 @@ class DemoSession:
     def start(self) -> Submitted:
         submitted = asyncio.run(submit_all(self.store_url, self.folder))
         self.worker = self._spawn(
-            ["-m", "swarmkit.runtime.cli", "worker", "--store", self.store_url, "--concurrency", str(CONCURRENCY), str(self.folder)],
+            ["-m", "swarmkit.cli", "worker", "--store", self.store_url, "--concurrency", str(CONCURRENCY), str(self.folder)],
             "worker.log",
         )
         stop_early = submitted.ids["index_docs.toml"][0]

@@ -171,7 +171,7 @@ class Cli:
         self.workspace = workspace
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "swarmkit.runtime.cli", *args]
+        return [sys.executable, "-m", "swarmkit.cli", *args]
 
     def _with_store(self, args: tuple[str, ...]) -> list[str]:
         verb, rest = args[0], list(args[1:])

@@ -47,7 +47,7 @@ def env_for_children(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def swarmkit_argv(verb: str, store_url: str, *rest: str) -> list[str]:
-    return [sys.executable, "-m", "swarmkit.runtime.cli", verb, "--store", store_url, *rest]
+    return [sys.executable, "-m", "swarmkit.cli", verb, "--store", store_url, *rest]
 
 
 def console_argv(store_url: str, *rest: str) -> list[str]:
@@ -504,7 +504,7 @@ def _forget_modules_from_outside(before: set[str]) -> None:
 
 
 def swarmkit_in_process(verb: str, store_url: str, *rest: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Ran:
-    from swarmkit.runtime.cli import main
+    from swarmkit.cli import main
 
     return in_process(main, [verb, "--store", store_url, *rest], env=env, cwd=cwd)
 

@@ -105,4 +105,4 @@ def test_the_fleet_bench_runs_direct_and_through_pgbouncer(tmp_path: Path):
                 assert r["client_peak"] >= r["workers"], text[-3000:]
             for pid in r["pids"]:
                 cmdline = Path(f"/proc/{pid}/cmdline")
-                assert not cmdline.exists() or b"swarmkit.runtime.cli" not in cmdline.read_bytes(), f"worker {pid} left running"
+                assert not cmdline.exists() or b"swarmkit.cli" not in cmdline.read_bytes(), f"worker {pid} left running"

@@ -77,10 +77,10 @@ def _row_id(f: Flag) -> str:
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
+    from swarmkit.cli import build_parser
     from swarmkit.console.cli import build_demo_parser
     from swarmkit.console.cli import build_parser as console_parser
     from swarmkit.console.web import build_serve_parser
-    from swarmkit.runtime.cli import build_parser
 
     return {"swarmkit": build_parser(), "swarmkit-console": console_parser(), "swarmkit-console demo": build_demo_parser(), "swarmkit-console serve": build_serve_parser()}
 
@@ -140,7 +140,7 @@ def test_each_numeric_flag_takes_what_it_should(row: Flag):
 
 def _main_of(prog: str):
     if prog == "swarmkit":
-        from swarmkit.runtime.cli import main
+        from swarmkit.cli import main
 
         return main
     from swarmkit.console.cli import main as console_main
@@ -177,7 +177,7 @@ def test_each_numeric_flag_refuses_bad_values_in_one_line(row: Flag, capsys, tmp
 
 # --- the real processes --------------------------------------------------------------------------
 
-SCRIPTS = {"swarmkit": [sys.executable, "-m", "swarmkit.runtime.cli"], "swarmkit-console": [sys.executable, "-m", "swarmkit.console.cli"]}
+SCRIPTS = {"swarmkit": [sys.executable, "-m", "swarmkit.cli"], "swarmkit-console": [sys.executable, "-m", "swarmkit.console.cli"]}
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from swarmkit.runtime.cli import build_parser
+from swarmkit.cli import build_parser
 from swarmkit.runtime.exit_code import ExitCode
 
 from .conftest import Cli, child_env, write_flow
 
 
 def _argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "swarmkit.runtime.cli", *args]
+    return [sys.executable, "-m", "swarmkit.cli", *args]
 
 
 def _verbs() -> dict[str, object]:

@@ -226,7 +226,7 @@ async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(sto
             cached = await session.get(Job, row.id)
             assert cached.stop_requested_at is None
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "swarmkit.runtime.cli", "stop", "--store", store_url, row.id,
+                sys.executable, "-m", "swarmkit.cli", "stop", "--store", store_url, row.id,
                 cwd=str(workspace), env=child_env(), stdout=asyncio.subprocess.DEVNULL,
             )
             assert await proc.wait() == 0
@@ -339,7 +339,7 @@ def test_a_stop_sent_during_any_agent_of_a_fast_pipeline_lands_at_the_very_next_
     The instant agents are async callables, on the host's own loop (a sync callable would cost a
     Python process per agent); the one that sends the stop is a command running `swarmkit stop`."""
     (tmp_path / "instant.py").write_text("async def tick(ctx):\n    return {ctx.node: ctx.step}\n")
-    stop_cmd = f"{sys.executable} -m swarmkit.runtime.cli stop --store '{cli.store_url}' $SWARMKIT_RUN_ID"
+    stop_cmd = f"{sys.executable} -m swarmkit.cli stop --store '{cli.store_url}' $SWARMKIT_RUN_ID"
     for at in (0, 57, 98):
         body = 'name = "instant"\n'
         for i in range(100):

@@ -113,7 +113,7 @@ def test_each_query_is_written_once():
 HTTP_STACK = {"fastapi", "starlette", "uvicorn", "pydantic", "httpx", "anyio"}
 
 
-@pytest.mark.parametrize("module", ["swarmkit.runtime.cli", "swarmkit.runtime", "swarmkit.console.cli"])
+@pytest.mark.parametrize("module", ["swarmkit.cli", "swarmkit.runtime", "swarmkit.console.cli"])
 def test_only_serve_loads_the_http_stack(module, tmp_path):
     code = f"import json, sys, {module}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))\n"
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -121,13 +121,11 @@ def test_only_serve_loads_the_http_stack(module, tmp_path):
     assert not set(json.loads(proc.stdout.strip().splitlines()[-1])) & HTTP_STACK
 
 
-def test_nothing_but_the_serve_verb_imports_the_serve_package():
+def test_nothing_but_the_serve_verb_imports_the_api_package():
     importers = []
-    for package in ("runtime", "store", "console", "widgets"):
+    for package in ("runtime", "store", "console", "widgets", "cli"):
         for path in modules_of(package):
-            if "serve" in path.relative_to(ROOT).parts:
-                continue
             text = path.read_text(encoding="utf-8")
-            if re.search(r"^\s*from \.+serve\b|^\s*(from|import) swarmkit\.runtime\.serve", text, re.M):
+            if re.search(r"^\s*(from|import) swarmkit\.api\b", text, re.M):
                 importers.append(str(path.relative_to(ROOT)))
-    assert importers == ["runtime/cli/serve.py"]
+    assert importers == ["cli/serve.py"]

@@ -25,7 +25,7 @@ import pytest
 from .helpers import ROOT
 
 DIST = "swarmkit_run_control"
-STAND_INS = ("console", "store", "runtime", "widgets")
+STAND_INS = ("console", "store", "runtime", "widgets", "cli", "api")
 SKIP = {".venv", ".git", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".swarmkit"}
 
 
@@ -62,8 +62,9 @@ def test_the_wheel_holds_only_swarmkit_and_its_dist_info(wheel):
         "swarmkit/store/__init__.py",
         "swarmkit/store/migrations/versions/0001_initial_tables.py",
         "swarmkit/store/migrations/script.py.mako",
-        "swarmkit/runtime/cli/__init__.py",
-        "swarmkit/runtime/cli/__main__.py",
+        "swarmkit/cli/__init__.py",
+        "swarmkit/cli/__main__.py",
+        "swarmkit/api/app.py",
         "swarmkit/runtime/schemas/run_list.schema.json",
         "swarmkit/runtime/agent_supervisor.py",
         "swarmkit/console/console.tcss",
@@ -161,6 +162,6 @@ def test_both_commands_say_their_version():
     from swarmkit.store.schema import head_revision
 
     # The version, and the schema revision this code wants (what `swarmkit db status` compares a store with).
-    for module, name in (("swarmkit.runtime.cli", "swarmkit"), ("swarmkit.console.cli", "swarmkit-console")):
+    for module, name in (("swarmkit.cli", "swarmkit"), ("swarmkit.console.cli", "swarmkit-console")):
         r = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0 and r.stdout.strip() == f"{name} {version('swarmkit-run-control')} (store schema revision {head_revision()})", (r.stdout, r.stderr)

@@ -69,7 +69,7 @@ def read_only():
 
 def swarmkit(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     """`swarmkit` as an operator types it: the store is the workspace's own, no --store."""
-    return subprocess.run([sys.executable, "-m", "swarmkit.runtime.cli", *args], cwd=cwd, env=env_for_children(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "swarmkit.cli", *args], cwd=cwd, env=env_for_children(), capture_output=True, text=True, timeout=timeout)
 
 
 def console_once(ws: Path, *rest: str) -> subprocess.CompletedProcess:
@@ -114,7 +114,7 @@ def completed_in_the_wal(tmp_path: Path, ws: Path) -> tuple[str, Holder]:
     run_id = queued.stdout.strip()
     assert not Path(f"{db_of(ws)}-wal").exists() or Path(f"{db_of(ws)}-wal").stat().st_size == 0
     holder = Holder(db_of(ws))
-    worker = subprocess.Popen([sys.executable, "-m", "swarmkit.runtime.cli", "worker", str(ws)], cwd=ws, env=env_for_children(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    worker = subprocess.Popen([sys.executable, "-m", "swarmkit.cli", "worker", str(ws)], cwd=ws, env=env_for_children(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         wait_for(lambda: status_of(ws, run_id) == "completed", timeout=60, what="the worker to complete the run")
     finally:

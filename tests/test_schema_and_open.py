@@ -103,7 +103,7 @@ def test_the_default_store_is_not_created_by_status_or_the_console(tmp_path: Pat
 
     from .conftest import child_env
 
-    for argv in (["-m", "swarmkit.runtime.cli", "status"], ["-m", "swarmkit.console.cli", "--once"], ["-m", "swarmkit.console.cli", "--once", "--json"]):
+    for argv in (["-m", "swarmkit.cli", "status"], ["-m", "swarmkit.console.cli", "--once"], ["-m", "swarmkit.console.cli", "--once", "--json"]):
         r = subprocess.run([sys.executable, *argv], cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and "no store at" in r.stderr, (argv, r.stdout, r.stderr)
     assert not (tmp_path / ".swarmkit").exists()

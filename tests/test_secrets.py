@@ -218,7 +218,7 @@ def test_a_bad_env_key_is_named_with_its_line(body: str, words: str, line: int, 
     ws = tmp_path / "ws"
     ws.mkdir()
     res = subprocess.run(
-        [sys.executable, "-m", "swarmkit.runtime.cli", "run", "--detach", str(flow), str(ws)],
+        [sys.executable, "-m", "swarmkit.cli", "run", "--detach", str(flow), str(ws)],
         cwd=ws, env=env_for_children(), capture_output=True, text=True, timeout=60,
     )
     assert res.returncode == 2, res.stdout + res.stderr

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from swarmkit.runtime.serve.auth import Auth, Denied, TokenError, parse_tokens
+from swarmkit.api.auth import Auth, Denied, TokenError, parse_tokens
 
 from .conftest import Cli
 from .serve_helpers import TOKENS, Served, bearer, flows, token_file

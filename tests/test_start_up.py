@@ -26,7 +26,7 @@ NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm", "sqlal
 def loaded(*argv: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
     proc = subprocess.run([SWARMKIT, *argv], cwd=cwd, env=child_env({"PYTHONPROFILEIMPORTTIME": "1"}), capture_output=True, text=True, timeout=120)
     modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:") and "|" in line}
-    assert "swarmkit.runtime.cli" in modules, proc.stderr[-2000:]
+    assert "swarmkit.cli" in modules, proc.stderr[-2000:]
     return proc, modules
 
 
@@ -84,7 +84,7 @@ def test_each_verb_parses_with_its_part_of_the_parser_alone():
     # each verb of the whole parser must be found, and parse alike, in its part alone.
     import argparse
 
-    from swarmkit.runtime.cli import build_parser
+    from swarmkit.cli import build_parser
 
     def verbs(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -84,7 +84,7 @@ async def test_boundary_raises_run_stopped_and_the_node_does_not_run(store_url, 
         import asyncio
 
         other = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "swarmkit.runtime.cli", "stop", "--store", store_url, job_row.id,
+            sys.executable, "-m", "swarmkit.cli", "stop", "--store", store_url, job_row.id,
             cwd=str(workspace), env=child_env(), stdout=asyncio.subprocess.DEVNULL,
         )
         assert await other.wait() == 0

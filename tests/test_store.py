@@ -44,7 +44,7 @@ async def test_a_store_from_a_newer_schema_is_refused_and_left_untouched(store_u
         await Store.open(store_url, workspace)
     assert "newer Swarmkit" in str(caught.value) and "9999_future" in str(caught.value)
     proc = subprocess.run(
-        [sys.executable, "-m", "swarmkit.runtime.cli", "status", "--store", store_url],
+        [sys.executable, "-m", "swarmkit.cli", "status", "--store", store_url],
         cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 1 and "newer Swarmkit" in proc.stderr
@@ -106,7 +106,7 @@ def test_bad_stores_give_one_clear_line(tmp_path: Path):
     ]
     for url, words, code in cases:
         proc = subprocess.run(
-            [sys.executable, "-m", "swarmkit.runtime.cli", "status", "--store", url],
+            [sys.executable, "-m", "swarmkit.cli", "status", "--store", url],
             cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=60,
         )
         assert proc.returncode == code, (url, proc.stderr)
@@ -183,7 +183,7 @@ def test_store_error_for_an_unwritable_folder(tmp_path: Path):
         ro.mkdir()
         (ro / ".swarmkit").write_text("a file where the store folder should be")
         proc = subprocess.run(
-            [sys.executable, "-m", "swarmkit.runtime.cli", "db", "upgrade", str(ro)],
+            [sys.executable, "-m", "swarmkit.cli", "db", "upgrade", str(ro)],
             cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=60,
         )
         assert proc.returncode == 1 and "cannot create the store" in proc.stderr, proc.stderr

@@ -88,7 +88,7 @@ async def act_api(store: Store, kind: str, run_id: str, actor: str) -> control.A
 
 def cli_argv(args, kind: str, run_id: str) -> list[str]:
     verb = {"cancel_keep": "cancel", "run_resume": "run"}.get(kind, kind)
-    argv = [sys.executable, "-m", "swarmkit.runtime.cli", verb, "--store", args.store]
+    argv = [sys.executable, "-m", "swarmkit.cli", verb, "--store", args.store]
     if kind == "run_resume":
         return argv + ["--resume", run_id, args.workspace]
     argv += [run_id, args.workspace]
