@@ -6,7 +6,7 @@ client as a 500 with a traceback, and no error body names a file, a store URL
 or a stack: ids and fields only.
 
 In front of every route (outermost first): Starlette's `TrustedHostMiddleware`
-(only the `Host` names this server serves: runtime/http_trust.py), CORS when
+(only the `Host` names this server serves: api/http_trust.py), CORS when
 `--cors-origin` names origins, and `CrossSiteGuard` (no act from another site,
 and every act in JSON).
 """
@@ -30,8 +30,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import AmbiguousRun, FlowError, RunNotFound
-from swarmkit.runtime.http_trust import allowed_hosts as default_hosts
-from swarmkit.runtime.http_trust import origin_allowed
 from swarmkit.runtime.settings import Settings, default_actor
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.worker import Worker
@@ -39,6 +37,8 @@ from swarmkit.store import STORE_FAULTS, Store, describe_db_error, masked
 from swarmkit.store.schema import schema_state
 
 from .auth import OPERATE, READ, Auth, Denied, Token
+from .http_trust import allowed_hosts as default_hosts
+from .http_trust import origin_allowed
 from .metrics import Metrics, read_gauges
 from .schemas import Health, Problem
 
@@ -266,7 +266,7 @@ def make_app(
     cors_origins: tuple[str, ...] = (),
 ) -> FastAPI:
     """The API on `store`. `allowed_hosts`: the `Host` names it answers (default: loopback names;
-    runtime/http_trust.allowed_hosts makes the list from --host and --allowed-host)."""
+    api/http_trust.allowed_hosts makes the list from --host and --allowed-host)."""
     from .events import router as events_router
     from .jobs import router as jobs_router
     from .notifications import router as notifications_router

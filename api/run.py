@@ -21,7 +21,6 @@ import uvicorn
 from swarmkit.runtime.echo import Echo
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
-from swarmkit.runtime.http_trust import allowed_hosts, check_origin, is_loopback
 from swarmkit.runtime.log_lines import LogLines
 from swarmkit.runtime.notify import Notifier, notify_config
 from swarmkit.runtime.settings import env_number
@@ -30,6 +29,7 @@ from swarmkit.store import Store
 
 from .app import make_app
 from .auth import TokenError, load_tokens
+from .http_trust import allowed_hosts, check_origin, is_loopback
 
 
 class _Server(uvicorn.Server):

@@ -11,11 +11,10 @@ import argparse
 import os
 import sys
 
-from swarmkit.runtime.inert_parser import InertParser
-from swarmkit.runtime.version_action import VersionAction
-
 from . import acts, audit, completion, db, logs, notifications, run, serve, status, worker
 from .common import PROG, ExitCode, describe_store_fault, err
+from .inert_parser import InertParser
+from .version_action import VersionAction
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 
 from swarmkit.runtime.exit_code import ExitCode
-from swarmkit.runtime.quantities import Duration
+
+from .quantities import Duration
 
 # What every verb imports to build the parser costs `swarmkit --help`: typing, json, datetime
 # and the echo thread's modules are imported where used, or only for the type checker
@@ -67,6 +68,13 @@ def add_run_id(p: argparse.ArgumentParser) -> None:
 def add_output(p: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> None:
     p.add_argument("-o", "--output", choices=choices, default="table", help=f"how to print: {', '.join(choices)} (default table)")
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
+
+
+def add_log_format(p: argparse.ArgumentParser) -> None:
+    """`--log-format` of a hosting verb (`worker`, `serve`): how runtime/log_lines.py's LogLines prints."""
+    from swarmkit.runtime.log_lines import FORMATS
+
+    p.add_argument("--log-format", choices=FORMATS, default="text", help="text: each line after its RFC 3339 UTC time (default); json: one JSON object a line")
 
 
 # `90s`, `5m`, `1h30m`, `2d`: an argparse type, as kubectl and docker take them; more than zero and at

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from swarmkit.runtime.quantities import Count
-
 from .common import ExitCode, add_store, add_workspace, err, verb, with_store
+from .quantities import Count
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from swarmkit.runtime.log_lines import add_log_format
-from swarmkit.runtime.quantities import MAX_CONCURRENCY, Count, Port
-
-from .common import add_store, add_workspace, verb, with_store
+from .common import add_log_format, add_store, add_workspace, verb, with_store
+from .quantities import MAX_CONCURRENCY, Count, Port
 
 
 def add_parsers(sub) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import signal
 
-from swarmkit.runtime.log_lines import LogLines, add_log_format
-from swarmkit.runtime.quantities import MAX_CONCURRENCY, Count
+from swarmkit.runtime.log_lines import LogLines
 
-from .common import ExitCode, add_store, add_workspace, verb, with_store
+from .common import ExitCode, add_log_format, add_store, add_workspace, verb, with_store
+from .quantities import MAX_CONCURRENCY, Count
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:

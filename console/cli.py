@@ -11,11 +11,13 @@ import gc
 import os
 import sys
 
+from swarmkit.cli.inert_parser import InertParser
+from swarmkit.cli.quantities import Seconds
+from swarmkit.cli.version_action import VersionAction
 from swarmkit.runtime.exit_code import ExitCode
-from swarmkit.runtime.inert_parser import InertParser
-from swarmkit.runtime.quantities import Seconds
 from swarmkit.runtime.text import plain
-from swarmkit.runtime.version_action import VersionAction
+
+from .store_probe import probe_store
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,42 +239,6 @@ def theme_problem(name: str) -> str | None:
     if name in BUILTIN_THEMES:
         return None
     return f"no theme {plain(name, 40)!r}; the themes are: {', '.join(sorted(BUILTIN_THEMES))}"
-
-
-def probe_store(store_url: str | None, workspace: str | None) -> str | None:
-    """What is wrong with the store, when there is none to open; None when the console can start.
-
-    A mistyped path or schema is an error to say, not an empty console that
-    waits for ever. An unreachable or locked store is not: the console shows
-    it, and retries."""
-    import asyncio
-
-    from swarmkit.store.engine import is_store_fault
-    from swarmkit.store.schema import NoStoreError
-
-    try:
-        asyncio.run(_probe(store_url, workspace))
-    except NoStoreError as exc:
-        return str(exc)
-    except Exception as exc:
-        if not is_store_fault(exc):
-            raise
-    return None
-
-
-async def _probe(store_url: str | None, workspace: str | None) -> None:
-    from swarmkit.store.lite import LiteStore, lite_location
-
-    # A plain SQLite file opens through sqlite3 alone, by the same rules (store/lite.py).
-    lite = lite_location(store_url, workspace)
-    if lite is not None:
-        await (await LiteStore.open(lite)).close()
-        return
-    from swarmkit.runtime.settings import application_name
-    from swarmkit.store import Store
-
-    store = await Store.open(store_url, workspace, create=False, upgrade=False, inline=True, application_name=application_name("console"))
-    await store.close()
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ aiohttp application in a middleware (`Guard`):
   2).
 - Always: it answers only requests whose `Host` is one it serves (loopback
   names, the bound address, --public-url's and those named with
-  --allowed-host: runtime/http_trust.py, the rule `swarmkit serve` uses), so
+  --allowed-host: api/http_trust.py, the rule `swarmkit serve` uses), so
   that a web page cannot reach it through DNS rebinding (400); and a websocket
   whose `Origin` is not this console's own, or that says `Sec-Fetch-Site:
   cross-site`, is refused (403), so a page open in the operator's browser
@@ -45,10 +45,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from swarmkit.api.http_trust import allowed_hosts, check_host_name, host_allowed, is_loopback, origin_allowed
+from swarmkit.cli.quantities import Port, Seconds
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
-from swarmkit.runtime.http_trust import allowed_hosts, check_host_name, host_allowed, is_loopback, origin_allowed
-from swarmkit.runtime.quantities import Port, Seconds
 
 TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -226,7 +226,7 @@ def make_server(
 def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     from swarmkit.store import StoreUrlError, resolve_store
 
-    # --port and --poll are checked as they are parsed (swarmkit.runtime.quantities).
+    # --port and --poll are checked as they are parsed (swarmkit.cli.quantities).
     args = build_serve_parser().parse_args(argv)
     try:
         token = read_token(args.token_file, os.environ)
@@ -256,7 +256,7 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     except StoreUrlError as exc:
         err(str(exc))
         return ExitCode.USAGE
-    from .cli import probe_store
+    from .store_probe import probe_store
 
     problem = probe_store(args.store, args.workspace)
     if problem is not None:

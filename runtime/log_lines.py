@@ -8,19 +8,13 @@ worker's stderr and stdout read alike.
 
 from __future__ import annotations
 
-import argparse
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from datetime import datetime
 
-# json, logging and datetime are imported where used: every verb's parser takes --log-format from here.
+# json, logging and datetime are imported where used: the parsers of the hosting verbs take FORMATS from here.
 
 FORMATS = ("text", "json")
-
-
-def add_log_format(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log-format", choices=FORMATS, default="text", help="text: each line after its RFC 3339 UTC time (default); json: one JSON object a line")
 
 
 def utc_stamp(at: datetime | None = None) -> str:

@@ -5,10 +5,9 @@ past its bound is refused as bad usage (exit 2), in one line that names the flag
 value reaches a timer, a store or datetime arithmetic to fail there with a traceback
 (`swarmkit logs ID --since 99999999d` did: "OverflowError: date value out of range").
 
-`Count`, `Port`, `Seconds` and `Duration` are argparse types (`type=`): a bad value is argparse's usage
-and one `error: argument --FLAG: ...` line. `number` is the same rule for a variable (`env_number` in
-runtime/settings.py). Every numeric flag of `swarmkit` and `swarmkit-console` takes one of these types:
-tests/test_cli_numbers.py finds them by it and drives each with bad values.
+`Count`, `Port`, `Seconds` and `Duration` are the rules (`parse(text)`: the value, or BadValue); the doors'
+argparse types are these rules said as argparse's usage (cli/quantities.py). `number` is the same rule
+for a variable (`env_number` in runtime/settings.py).
 
 Building the parser imports this module: the standard library's math and re, nothing more
 (tests/test_start_up.py).
@@ -19,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see cli/common.py)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see swarmkit.cli.common)
 if TYPE_CHECKING:
     from datetime import timedelta
 
@@ -52,20 +51,10 @@ def number(raw: str, *, most: float, unit: str = "seconds") -> float:
 
 
 class Quantity:
-    """An argparse type of a number or a duration: the flag's text to its value, or one line saying what would do."""
+    """The rule of a number or a duration: text to its value, or BadValue saying what would do."""
 
     def parse(self, text: str) -> object:
         raise NotImplementedError
-
-    def __call__(self, text: str):
-        try:
-            return self.parse(text)
-        except BadValue as exc:
-            import argparse
-
-            # Quoted (control characters escaped), and short: the error stays one line a person reads.
-            shown = text if len(text) <= 40 else text[:37] + "..."
-            raise argparse.ArgumentTypeError(f"{shown!r} {exc}") from None
 
 
 _WHOLE = re.compile(r"[0-9]{1,19}")

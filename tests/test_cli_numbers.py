@@ -5,7 +5,7 @@ overflowing value as bad usage (exit 2): argparse's usage, then one line `PROG: 
 (the shape of every usage error argparse finds, `--concurrency x` before this issue too), before any
 store is opened. `swarmkit logs ID --since 99999999d` was an OverflowError traceback, exit 1.
 
-The flags are found in the parsers (an action whose type is one of runtime/quantities.py's, or a bare int
+The flags are found in the parsers (an action whose type is one of cli/quantities.py's, or a bare int
 or float): a numeric flag with no row below fails `test_every_numeric_flag_has_a_row`. The environment
 variables are driven in tests/test_bad_input.py (`NUMBER_VARS`); the last test here checks that none
 read through the rule is missing there.
@@ -88,7 +88,7 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 def _numeric_flags() -> dict[tuple[str, str, str], argparse.Action]:
     """(program, verb, flag) of every option or positional whose value is a number or a duration, in every
     parser and subparser (a positional by its metavar, as argparse's errors name it)."""
-    from swarmkit.runtime.quantities import Quantity
+    from swarmkit.cli.quantities import FlagType
 
     found: dict[tuple[str, str, str], argparse.Action] = {}
 
@@ -97,7 +97,7 @@ def _numeric_flags() -> dict[tuple[str, str, str], argparse.Action]:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
                     walk(sub, prog, f"{verb} {name}".strip())
-            elif isinstance(action.type, Quantity) or action.type in (int, float, complex):
+            elif isinstance(action.type, FlagType) or action.type in (int, float, complex):
                 name = max(action.option_strings, key=len) if action.option_strings else str(action.metavar or action.dest)
                 found[(prog, verb, name)] = action
 
@@ -108,13 +108,13 @@ def _numeric_flags() -> dict[tuple[str, str, str], argparse.Action]:
 
 
 def test_every_numeric_flag_has_a_row():
-    """A new numeric flag needs a row above, and one of runtime/quantities.py's types (a bare int or float
+    """A new numeric flag needs a row above, and one of cli/quantities.py's types (a bare int or float
     takes nan, inf, -5 or 1e400 and fails later, in a timer or a store)."""
-    from swarmkit.runtime.quantities import Quantity
+    from swarmkit.cli.quantities import FlagType
 
     found = _numeric_flags()
-    bare = sorted(" ".join(k) for k, a in found.items() if not isinstance(a.type, Quantity))
-    assert bare == [], f"numeric flags with a bare type (use swarmkit.runtime.quantities): {bare}"
+    bare = sorted(" ".join(k) for k, a in found.items() if not isinstance(a.type, FlagType))
+    assert bare == [], f"numeric flags with a bare type (use swarmkit.cli.quantities): {bare}"
     rows = {(f.prog, f.verb, f.flag) for f in FLAGS}
     assert len(rows) == len(FLAGS), "two rows for one flag"
     assert sorted(set(found) - rows) == [], "numeric flags without a row in FLAGS"
@@ -234,7 +234,7 @@ def test_every_number_variable_is_driven_with_bad_values():
     test_bad_input.NUMBER_VARS, and none is parsed by hand beside it (SWARMKIT_SSE_KEEPALIVE was, taking nan and inf)."""
     read: set[str] = set()
     by_hand: list[str] = []
-    for folder in ("runtime", "console", "store", "widgets"):
+    for folder in ("runtime", "cli", "api", "console", "store", "widgets"):
         for path in (ROOT / folder).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             names = dict(re.findall(r'^(\w+)\s*=\s*"(SWARMKIT_\w+)"', text, re.M))

@@ -17,10 +17,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+DOORS = {"swarmkit.cli", "swarmkit.api", "swarmkit.console"}
+# The web stacks and the parser are the doors' (cli/, api/, console/): the domain serves all of them.
+DOOR_LIBRARIES = {"textual", "fastapi", "starlette", "uvicorn"}
 FORBIDDEN = {
-    "widgets": {"swarmkit.store", "swarmkit.runtime", "swarmkit.console"},
-    "store": {"textual", "swarmkit.widgets", "swarmkit.console", "swarmkit.runtime"},
-    "runtime": {"textual", "swarmkit.widgets", "swarmkit.console"},
+    "widgets": {"swarmkit.store", "swarmkit.runtime"} | DOORS,
+    "store": {"swarmkit.widgets", "swarmkit.runtime"} | DOORS | DOOR_LIBRARIES,
+    "runtime": {"swarmkit.widgets"} | DOORS | DOOR_LIBRARIES,
 }
 
 
@@ -122,10 +125,16 @@ def test_only_serve_loads_the_http_stack(module, tmp_path):
 
 
 def test_nothing_but_the_serve_verb_imports_the_api_package():
+    """The browser console takes the one Host and Origin rule of both HTTP doors, api/http_trust.py (stdlib only), and nothing else of it."""
     importers = []
     for package in ("runtime", "store", "console", "widgets", "cli"):
         for path in modules_of(package):
             text = path.read_text(encoding="utf-8")
-            if re.search(r"^\s*(from|import) swarmkit\.api\b", text, re.M):
+            if re.search(r"^\s*(from|import) swarmkit\.api\b(?!\.http_trust import)", text, re.M):
                 importers.append(str(path.relative_to(ROOT)))
     assert importers == ["cli/serve.py"]
+
+
+def test_runtime_parses_no_arguments():
+    """argparse is the doors' (cli/, and the console's parsers): no module of runtime imports it."""
+    assert [str(p.relative_to(ROOT)) for p in modules_of("runtime") if "argparse" in imported_roots(p)] == []

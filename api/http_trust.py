@@ -16,7 +16,7 @@ import ipaddress
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from .errors import UsageError
+from swarmkit.runtime.errors import UsageError
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 _WILDCARD_BINDS = {"0.0.0.0", "::", ""}

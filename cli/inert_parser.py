@@ -17,6 +17,6 @@ class InertParser(argparse.ArgumentParser):
     """An ArgumentParser whose error messages pass through `text.plain` (its subparsers are of this class too)."""
 
     def error(self, message: str) -> NoReturn:
-        from .text import plain
+        from swarmkit.runtime.text import plain
 
         super().error(plain(message))
