@@ -1,4 +1,4 @@
-"""The ASGI app: `make_app(store, ...)`, its error mapping, body limit, metrics and auth.
+"""The ASGI app: `create_app(store, ...)`, its error mapping, body limit, metrics and auth.
 
 Every route calls runtime/control and store/queries, as the CLI does; this
 module only turns their answers and errors into HTTP. No error reaches a
@@ -9,14 +9,15 @@ In front of every route (outermost first): Starlette's `TrustedHostMiddleware`
 (only the `Host` names this server serves: api/http_trust.py), CORS when
 `--cors-origin` names origins, and `CrossSiteGuard` (no act from another site,
 and every act in JSON).
+
+The routers (jobs.py, events.py, notifications.py) take what they share from
+dependencies.py, never from here: this module imports them, and nothing imports it but run.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,91 +29,27 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from swarmkit.runtime import control
 from swarmkit.runtime.errors import AmbiguousRun, FlowError, RunNotFound
-from swarmkit.runtime.settings import Settings, default_actor
+from swarmkit.runtime.settings import default_actor
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.worker import Worker
 from swarmkit.store import STORE_FAULTS, Store, describe_db_error, masked
 from swarmkit.store.schema import schema_state
 
-from .auth import OPERATE, READ, Auth, Denied, Token
+from .auth import Auth, Denied, Token
+from .dependencies import BadRequest, Ctx, Refused, problem, reader
+from .events import router as events_router
 from .http_trust import allowed_hosts as default_hosts
 from .http_trust import origin_allowed
-from .metrics import Metrics, read_gauges
+from .jobs import router as jobs_router
+from .metrics import read_gauges
+from .notifications import router as notifications_router
 from .schemas import Health, Problem
 
 log = logging.getLogger("swarmkit.serve")
 MAX_BODY = 64 * 1024  # a submit is a flow name and its inputs: kilobytes, never megabytes
 # Methods a browser may send cross-site without asking first; everything else here changes state.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-@dataclass
-class Ctx:
-    store: Store
-    auth: Auth
-    flows: Path | None = None
-    worker: Worker | None = None
-    settings: Settings = field(default_factory=Settings.from_env)
-    keepalive_s: float = 15.0
-    metrics: Metrics = field(default_factory=Metrics)
-    closing: asyncio.Event = field(default_factory=asyncio.Event)
-    last_lost_check: float = 0.0
-    # Text no error body may show (the store's path and URL, the flows folder): said as what it is instead.
-    secrets: tuple[tuple[str, str], ...] = ()
-
-    def scrub(self, text: str) -> str:
-        for raw, shown in self.secrets:
-            if raw:
-                text = text.replace(raw, shown)
-        return text
-
-
-def ctx_of(request: Request) -> Ctx:
-    return request.app.state.ctx
-
-
-def reader(request: Request) -> str:
-    return ctx_of(request).auth.check(request.headers.get("authorization"), READ)
-
-
-def operator(request: Request) -> str:
-    return ctx_of(request).auth.check(request.headers.get("authorization"), OPERATE)
-
-
-async def look_for_lost(ctx: Ctx) -> None:
-    """Mark runs whose host went silent past the lease, as `swarmkit status` does first; once a second at most.
-
-    A server that hosts nothing (--no-host) has no worker loop doing it, and a
-    reader must see a dead host's run as lost, not running forever.
-    """
-    now = time.monotonic()
-    if now - ctx.last_lost_check < 1.0:
-        return
-    ctx.last_lost_check = now
-    await control.mark_lost(ctx.store, ctx.settings.lease_s, ctx.worker.hosting if ctx.worker is not None else None)
-
-
-class Refused(Exception):
-    """An act the runtime refused or found nothing to do: HTTP 409, naming the status."""
-
-    def __init__(self, detail: str, status: str | None):
-        super().__init__(detail)
-        self.detail = detail
-        self.status = status
-
-
-class BadRequest(Exception):
-    def __init__(self, code: int, detail: str):
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
-
-
-def problem(code: int, detail: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
-    body = {"detail": plain(masked(detail)), **{k: v for k, v in extra.items() if v is not None}}
-    return JSONResponse(body, status_code=code, headers=headers)
 
 
 def _is_json(content_type: str) -> bool:
@@ -254,7 +191,7 @@ def _install_metrics(app: FastAPI, ctx: Ctx) -> None:
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
 
 
-def make_app(
+def create_app(
     store: Store,
     *,
     tokens: list[Token] | None = None,
@@ -267,10 +204,6 @@ def make_app(
 ) -> FastAPI:
     """The API on `store`. `allowed_hosts`: the `Host` names it answers (default: loopback names;
     api/http_trust.allowed_hosts makes the list from --host and --allowed-host)."""
-    from .events import router as events_router
-    from .jobs import router as jobs_router
-    from .notifications import router as notifications_router
-
     ctx = Ctx(store=store, auth=Auth(tokens or [], default_actor()), flows=flows, worker=worker, keepalive_s=keepalive_s)
     loc = store.loc
     # Longest first: the store's URL holds its file's path, which holds the workspace's.

@@ -25,7 +25,7 @@ from swarmkit.store.pages import audit_page
 from swarmkit.store.queries import events_after, get_job, workspaces_for
 from swarmkit.store.records import EventRecord, audit_view, event_view, merged_view
 
-from .app import BadRequest, Ctx, ctx_of, look_for_lost, reader
+from .dependencies import BadRequest, Ctx, ctx_of, look_for_lost, reader
 from .jobs import RUN_REF, RunId
 from .schemas import AuditEntry, AuditPage, Event, EventPage
 

@@ -26,7 +26,7 @@ from swarmkit.store.pages import UnknownCursor, jobs_page
 from swarmkit.store.queries import workspaces_for
 from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, merged_view, rfc3339
 
-from .app import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
+from .dependencies import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
 from .schemas import ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
 
 router = APIRouter(tags=["jobs"])

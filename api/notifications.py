@@ -19,7 +19,7 @@ from swarmkit.runtime.notify import list_deliveries, retry_dead
 from swarmkit.store.clock import store_now
 from swarmkit.store.records import rfc3339
 
-from .app import BadRequest, Refused, ctx_of, operator, reader
+from .dependencies import BadRequest, Refused, ctx_of, operator, reader
 from .jobs import NO_CONTROLS
 
 router = APIRouter(tags=["notifications"])

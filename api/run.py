@@ -27,7 +27,7 @@ from swarmkit.runtime.settings import env_number
 from swarmkit.runtime.worker import Worker
 from swarmkit.store import Store
 
-from .app import make_app
+from .app import create_app
 from .auth import TokenError, load_tokens
 from .http_trust import allowed_hosts, check_origin, is_loopback
 
@@ -76,7 +76,7 @@ async def cmd_serve(args, with_store: Callable[[Any, Callable[[Store], Awaitable
         # Serving only, it still delivers the store's notifications when asked to.
         notifier = Notifier(store, notify) if notify and worker is None else None
         notifying = asyncio.create_task(notifier.run(), name="notify") if notifier else None
-        app = make_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive, allowed_hosts=hosts, cors_origins=cors)
+        app = create_app(store, tokens=tokens, flows=flows, worker=worker, keepalive_s=keepalive, allowed_hosts=hosts, cors_origins=cors)
         ctx = app.state.ctx
         config = uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off",
