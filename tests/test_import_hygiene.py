@@ -1,7 +1,9 @@
-"""The layering rule: widgets never import store or runtime; store and runtime never import Textual.
+"""The layering rule: widgets never import store or runtime; store and runtime never import a door
+(cli, api, console) or its libraries (argparse, the web stacks, Textual); no import cycle.
 
-Checked twice: by reading every module's imports, and by importing each package in a
-fresh interpreter and looking at what ended up in sys.modules.
+The layers and the cycles are import-linter's contracts (pyproject's [tool.importlinter]), run here
+as CI runs them; the rest is checked by reading every module's imports, and by importing each
+package in a fresh interpreter and looking at what ended up in sys.modules.
 """
 
 from __future__ import annotations
@@ -138,3 +140,11 @@ def test_nothing_but_the_serve_verb_imports_the_api_package():
 def test_runtime_parses_no_arguments():
     """argparse is the doors' (cli/, and the console's parsers): no module of runtime imports it."""
     assert [str(p.relative_to(ROOT)) for p in modules_of("runtime") if "argparse" in imported_roots(p)] == []
+
+
+def test_the_import_contracts_hold():
+    """pyproject's [tool.importlinter]: the doors over runtime over store, the widgets alone, and no import
+    cycle among the modules of any package (imports inside functions count) but the few it names."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]

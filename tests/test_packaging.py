@@ -26,7 +26,7 @@ from .helpers import ROOT
 
 DIST = "swarmkit_run_control"
 STAND_INS = ("console", "store", "runtime", "widgets", "cli", "api")
-SKIP = {".venv", ".git", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".swarmkit"}
+SKIP = {".venv", ".git", "build", "dist", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".import_linter_cache", ".swarmkit"}
 
 
 def _copy_source(dest: Path) -> Path:
