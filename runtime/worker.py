@@ -13,8 +13,9 @@ from sqlalchemy import insert, update
 from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, clock, describe_db_error
 from swarmkit.store.models import workers
 
-from .control import claim_queued, mark_lost
+from .claims import claim_queued
 from .executor import RunHost, host_claimed
+from .leases import mark_lost
 from .notify import Notifier, NotifyConfig
 from .settings import Settings, host_name
 from .steps import step_words

@@ -1,0 +1,391 @@
+"""The acts on a run: submit, stop, resume, approve, cancel, and what each said.
+
+The CLI, the console and the HTTP API call these (through `control`) and
+nothing else. Every transition is one conditional UPDATE (compare-and-set on
+status and epoch) with its audit row in the same transaction; a terminal
+status never changes because no statement here matches one.
+
+`stop`, `resolve_run` and what they write run by named statements
+(store/named.py): on a lite SQLite store (store/lite.py) `swarmkit stop` and
+`status` load no SQLAlchemy. The other acts import it where they build their
+statements.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from swarmkit.store.clock import boot_clock, store_now
+from swarmkit.store.named import S
+from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
+from swarmkit.store.records import JobRecord
+from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
+
+from .errors import AmbiguousRun, FlowError, RunNotFound
+from .exit_code import ExitCode
+from .journal import record_audit, record_event, state_json
+from .leases import claim_lease
+from .notify import record_notification
+from .settings import Settings, default_actor, host_name
+from .steps import step_words
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from swarmkit.store import Store
+
+    from .flow import Flow
+
+# Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
+# The exit codes the CLI gives for an act's result: the one ExitCode list.
+DONE, REFUSED, USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
+# How many times an act that lost a race to another writer looks again.
+RETRIES = 20
+
+
+@dataclass(frozen=True)
+class ActResult:
+    """What an act did, in words an operator reads as they are."""
+
+    code: int
+    changed: bool
+    message: str
+    job: JobRecord | None = None
+    # A stop or cancel that found the same request already pending (re-reported, nothing stacked).
+    already: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.code == DONE
+
+
+def _ts(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "an unknown time"
+
+
+async def resolve_run(store: Store, ref: str) -> JobRecord:
+    """A run by its id or any unique prefix of it (in either case: ids are hex). Nothing is stripped:
+    `abc ` is not `abc`."""
+    ref = ref or ""
+    if not ref or len(ref) > 32 or any(ch not in "0123456789abcdefABCDEF" for ch in ref):
+        raise RunNotFound(f"no run matches {ref!r}", store.loc.display)  # no id holds anything else: no store read
+    async with store.read() as conn:
+        job = await conn.run_sync(get_job, ref.lower()) if len(ref) == 32 else None
+        if job is not None:
+            return job
+        found = await conn.run_sync(jobs_by_prefix, ref, limit=11)
+    if not found:
+        raise RunNotFound(f"no run matches {ref!r}", store.loc.display)
+    if len(found) > 1:
+        shown = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
+        more = " and more" if len(found) > 10 else ""
+        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {shown}{more}; give more of the id", [j.id for j in found[:10]])
+    return found[0]
+
+
+async def reload_run(store: Store, job_id: str) -> JobRecord:
+    async with store.read() as conn:
+        job = await conn.run_sync(get_job, job_id)
+    if job is None:  # deleted under us
+        raise RunNotFound(f"run {job_id[:8]} no longer exists", store.loc.display)
+    return job
+
+
+def _initial_state(inputs: dict[str, str]) -> dict[str, Any]:
+    return {"inputs": dict(inputs)}
+
+
+async def submit(
+    store: Store,
+    flow: Flow,
+    inputs: dict[str, str],
+    *,
+    actor: str | None = None,
+    host_here: bool = False,
+    lease_s: float | None = None,
+) -> JobRecord:
+    """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1,
+    under its lease (`lease_s`; SWARMKIT_LEASE if not given)."""
+    from sqlalchemy import insert
+
+    from swarmkit.store.models import checkpoints, jobs
+
+    actor = actor or default_actor()
+    # Read before the run exists: a module too big to store refuses the submit.
+    from .flow_modules import collect_modules, encode_modules  # flows load only where one is submitted or claimed
+
+    modules = encode_modules(collect_modules(flow))
+    now = store_now()
+    job_id = uuid.uuid4().hex
+    values: dict[str, Any] = dict(
+        id=job_id,
+        flow=flow.name,
+        flow_path=flow.path,
+        flow_source=flow.source,
+        flow_modules=modules,
+        inputs=json.dumps(inputs, sort_keys=True),
+        status=QUEUED,
+        created_at=now,
+        updated_at=now,
+        cancel_keep=False,
+        epoch=0,
+        step=0,
+        steps=flow.steps,
+        tokens=0,
+        cost=0.0,
+        workspace_root=str(store.loc.workspace),
+    )
+    if host_here:
+        values.update(
+            status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), started_at=now, last_event_at=now,
+            lease_s=claim_lease(lease_s),
+        )
+    async with store.write() as conn:
+        await conn.execute(insert(jobs).values(**values))
+        await conn.execute(
+            insert(checkpoints).values(job_id=job_id, step=0, node=None, state=state_json(_initial_state(inputs)), epoch=values["epoch"], created_at=now)
+        )
+        await record_event(conn, job_id, "run.submitted", f"{flow.name}: {flow.steps} agents", at=now)
+        await record_audit(conn, actor, "run.submitted", job_id, {"flow": flow.name, "inputs": inputs}, at=now)
+    return await reload_run(store, job_id)
+
+
+# --- stop -----------------------------------------------------------------
+
+
+NOW_LOSES = "The node's work in flight is lost: it runs again from its start on resume."
+# A stop not taken within this many times its node's usual duration shows "stop overdue";
+# never sooner than the floor (a heartbeat, an interrupt's graces), and with no history of the
+# node, after its flow's stall threshold.
+OVERDUE_FACTOR = 3.0
+OVERDUE_FLOOR_S = 5.0
+
+
+async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
+    """When a stop asked for at `at` shows overdue: a few times the node's usual duration later."""
+    from .run_columns import usual as median_of  # one rule for a node's usual time, as the console's ETA
+
+    usual = None
+    if job.current_node:
+        node = job.current_node
+        usual = await store.run_read(lambda c: median_of(node_durations(c, job.flow, node, job.id)))
+    if usual is None:
+        try:
+            from .flow import parse_flow  # flows (and tomllib) load only where a run's flow is read
+
+            usual = (parse_flow(job.flow_source, job.flow_path).stall_after_s or Settings.from_env().stall_after_s) / OVERDUE_FACTOR
+        except FlowError:
+            usual = Settings.from_env().stall_after_s / OVERDUE_FACTOR
+    return at + timedelta(seconds=max(OVERDUE_FLOOR_S, OVERDUE_FACTOR * usual))
+
+
+async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = False) -> ActResult:
+    """Stop a run at its next agent boundary; with `now`, its host interrupts the node in flight
+    (the cancel's escalation) and parks the run at the boundary before that node."""
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    for _ in range(RETRIES):
+        sid = job.short_id
+        at = store_now()
+        if job.status == RUNNING:
+            if job.cancel_requested_at is not None:
+                return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
+            pending = job.stop_requested_at is not None
+            if pending and (job.stop_now or not now):
+                how = "its host is interrupting the node in flight" if job.stop_now else "it will stop at the next agent boundary"
+                return ActResult(
+                    DONE, False,
+                    f"stop{' --now' if job.stop_now else ''} already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — {how}.",
+                    job,
+                    already=True,
+                )
+            # A plain stop not yet taken may be made a stop --now; it keeps who asked first and when.
+            params: dict[str, Any] = {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_now": now}
+            if not pending:
+                params.update(b_actor=actor, b_overdue_at=await overdue_at(store, job, at))
+            async with store.write() as conn:
+                res = await conn.execute(S.STOP_RUNNING_NOW if pending else S.STOP_RUNNING, params)
+                if res.rowcount == 1:
+                    detail: dict[str, Any] = {"node": job.current_node, "step": step_words(job.step, job.steps)}
+                    if now:
+                        detail["now"] = True
+                    await record_audit(conn, actor, "run.stop_requested", job.id, detail, at=at)
+                    text = f"stop --now requested by {actor}: interrupting {job.current_node or 'the node in flight'}" if now else f"stop requested by {actor}"
+                    await record_event(conn, job.id, "run.stop_requested", text, node=job.current_node, at=at)
+            if res.rowcount == 1:
+                if now:
+                    node = job.current_node or "the node in flight"
+                    message = (
+                        f"stop --now requested for {sid} — its host will interrupt {node} within seconds and park the run stopped before it.\n"
+                        + NOW_LOSES
+                    )
+                else:
+                    node = f" ({job.current_node} is in flight)" if job.current_node else ""
+                    message = (
+                        f"stop requested for {sid} — it will stop at the next agent boundary{node}.\n"
+                        "Runs mid-call (a harness session, a slow tool) finish that call first."
+                    )
+                return ActResult(DONE, True, message, await reload_run(store, job.id))
+        elif job.status == QUEUED:
+            async with store.write() as conn:
+                res = await conn.execute(S.STOP_QUEUED, {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_actor": actor})
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": step_words(job.step, job.steps), **({"now": True} if now else {})}, at=at)
+                    await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": step_words(job.step, job.steps)}, at=at)
+                    await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=at)
+                    await record_notification(conn, job.id, "run.stopped", flow=job.flow, text=f"stopped while queued by {actor}", at=at)
+            if res.rowcount == 1:
+                return ActResult(DONE, True, f"{sid} was queued; stopped at once (no agent ran since it was queued). Resume it with `swarmkit resume {sid}`.", await reload_run(store, job.id))
+        elif job.status == STOPPED:
+            return ActResult(DONE, False, f"{sid} is already stopped; nothing to stop. Resume it with `swarmkit run --resume {sid}`.", job)
+        elif job.status == DEFERRED:
+            return ActResult(DONE, False, f"{sid} is deferred at the gate {job.pending_gate!r}, waiting for approval; nothing to stop.", job)
+        else:
+            return ActResult(DONE, False, f"{sid} is {job.status}; nothing to stop.", job)
+        job = await reload_run(store, job.id)  # lost the race: look again
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the stop; try again.", job)
+
+
+# --- resume and approve -----------------------------------------------------
+
+
+def resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
+    values: dict[str, Any] = dict(
+        stop_requested_at=None,
+        stop_requested_by=None,
+        stop_now=False,
+        stop_overdue_at=None,
+        stall_at=None,
+        pending_gate=None,
+        ended_at=None,
+        error=None,
+        updated_at=now,
+    )
+    if job.status == DEFERRED:
+        values["approved_step"] = job.step
+    return values
+
+
+async def audit_resume(conn: AsyncConnection, job: JobRecord, actor: str, now: datetime, how: str) -> None:
+    if job.status == DEFERRED:
+        await record_audit(conn, actor, "gate.approved", job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
+        await record_event(conn, job.id, "gate.approved", f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
+    await record_audit(conn, actor, "run.resumed", job.id, {"from": job.status, "how": how, "step": step_words(job.step, job.steps)}, at=now)
+    await record_event(conn, job.id, "run.resumed", f"resumed from {job.status} by {actor} ({how})", at=now)
+
+
+def refuse_resume(job: JobRecord) -> ActResult:
+    sid = job.short_id
+    if job.status == RUNNING:
+        return ActResult(REFUSED, False, f"cannot resume {sid}: it is running.", job)
+    if job.status == QUEUED:
+        return ActResult(DONE, False, f"{sid} is already queued; a worker will pick it up.", job)
+    return ActResult(REFUSED, False, f"cannot resume {sid}: it is {job.status}.", job)
+
+
+async def resume(store: Store, ref: str, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
+    """Put a stopped, deferred or lost run back in the queue for a worker."""
+    from sqlalchemy import update
+
+    from swarmkit.store.models import jobs
+
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    for _ in range(RETRIES):
+        if only_deferred and job.status != DEFERRED:
+            if job.status in TERMINAL_STATUSES:
+                return ActResult(REFUSED, False, f"cannot approve {job.short_id}: it is {job.status}.", job)
+            return ActResult(REFUSED, False, f"cannot approve {job.short_id}: it is {job.status}, not waiting at a gate.", job)
+        if job.status not in RESUMABLE_STATUSES:
+            return refuse_resume(job)
+        now = store_now()
+        async with store.write() as conn:
+            res = await conn.execute(
+                update(jobs)
+                .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
+                .values(status=QUEUED, **resume_values(job, now))
+            )
+            if res.rowcount == 1:
+                await audit_resume(conn, job, actor, now, "queued for a worker")
+        if res.rowcount == 1:
+            what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
+            return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {step_words(job.step, job.steps, job.current_node, None)}.", await reload_run(store, job.id))
+        job = await reload_run(store, job.id)
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job)
+
+
+async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActResult:
+    return await resume(store, ref, actor=actor, only_deferred=True)
+
+
+# --- cancel -----------------------------------------------------------------
+
+
+async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
+    from sqlalchemy import update
+
+    from swarmkit.store.models import jobs
+
+    from .workspaces import carry_out, decide
+
+    actor = actor or default_actor()
+    job = await resolve_run(store, ref)
+    keep_words = "kept" if keep else "destroyed"
+    for _ in range(RETRIES):
+        sid = job.short_id
+        now = store_now()
+        if job.status == RUNNING:
+            if job.cancel_requested_at is not None:
+                return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job, already=True)
+            async with store.write() as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.cancel_requested_at.is_(None))
+                    .values(cancel_requested_at=now, cancel_requested_by=actor, cancel_keep=keep, updated_at=now)
+                )
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "node": job.current_node}, at=now)
+                    await record_event(conn, job.id, "run.cancel_requested", f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
+            if res.rowcount == 1:
+                node = f"interrupt {job.current_node} and " if job.current_node else ""
+                return ActResult(
+                    DONE, True,
+                    f"cancel requested for {sid} — its host will {node}end it cancelled within seconds; workspaces will be {keep_words}.",
+                    await reload_run(store, job.id),
+                )
+        elif job.status in (QUEUED, STOPPED, DEFERRED, LOST):
+            async with store.write() as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
+                    .values(status=CANCELLED, ended_at=now, updated_at=now, cancel_requested_at=now, cancel_requested_by=actor, cancel_keep=keep)
+                )
+                said: list[str] = []
+                if res.rowcount == 1:
+                    await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "from": job.status}, at=now)
+                    said = await decide(conn, job.id, destroy=not keep, reason="cancelled")
+                    await record_audit(conn, actor, "run.cancelled", job.id, {"keep": keep, "from": job.status, "workspaces": said}, at=now)
+                    await record_event(conn, job.id, "run.cancelled", f"cancelled by {actor} while {job.status} (workspaces {keep_words})", at=now)
+            if res.rowcount == 1:
+                if not keep:
+                    said = await carry_out(store, job.id)
+                ws = ("; " + "; ".join(said)) if said else ""
+                words = "kept" if keep else "destroyed" if all(line.startswith("destroyed") for line in said) else "to be destroyed"
+                return ActResult(DONE, True, f"{sid} cancelled (it was {job.status}); workspaces {words}{ws}.", await reload_run(store, job.id))
+        else:
+            return ActResult(DONE, False, f"{sid} is {job.status}; nothing to cancel.", job)
+        job = await reload_run(store, job.id)
+    return ActResult(REFUSED, False, f"{job.short_id} kept changing under the cancel; try again.", job)
+
+
+def no_worker_hint(short_id: str) -> str:
+    """What to say after a resume or approve when no worker watches the store."""
+    return (
+        "no live worker is watching this store: start one with `swarmkit worker`, "
+        f"or host it here with `swarmkit run --resume {short_id}`."
+    )

@@ -1,0 +1,135 @@
+"""Leases: how long a host's silence is allowed, and what any looker does past it.
+
+A host renews its lease with every heartbeat; a running row whose heartbeat is
+older than its lease is `lost` (or `cancelled` when a cancel was asked: nobody
+is left to carry it out), marked by whichever process looks first. Ages are
+judged in SQL on the store's clock (`store.clock`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from swarmkit.store import clock
+from swarmkit.store.clock import store_now
+from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, connect
+from swarmkit.store.named import S
+from swarmkit.store.statuses import CANCELLED, LOST, RUNNING
+
+from .journal import record_audit, record_event
+from .notify import record_notification
+from .settings import MAX_LEASE_S, Settings, host_name
+
+if TYPE_CHECKING:
+    from swarmkit.store import Store
+
+
+def claim_lease(lease_s: float | None) -> float:
+    """The lease a claim writes on the row: the hosting process's (its SWARMKIT_LEASE unless it says).
+    Every judge adds it to the row's heartbeat in SQL: a lease no interval holds is refused here."""
+    if lease_s is None:
+        return Settings.from_env().lease_s
+    if not 0 < lease_s <= MAX_LEASE_S:  # nan fails both
+        raise ValueError(f"a lease of {lease_s!r} s: a host's lease is more than zero and at most {MAX_LEASE_S:g} s")
+    return lease_s
+
+
+async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | None = None) -> list[str]:
+    """Mark running rows whose host stopped heart-beating past the lease.
+
+    Any process that looks may do this. A row whose cancel was requested
+    ends `cancelled` instead: nobody is left to carry the cancel out, and it
+    must not sit in "cancelling" forever. `hosting` (run id: epoch): the runs
+    the looking process hosts itself; their host is alive, since it is the
+    one looking, however late its heartbeats (others still mark them, and its
+    agents end with the lease).
+    """
+    if store.loc.read_only:
+        return []  # looking only: a read-only store cannot be marked
+    await store.keep_time()
+    sqlite = store.loc.is_sqlite
+    async with store.read() as conn:
+        stale = (await conn.execute(S.STALE_RUNNING_SQLITE if sqlite else S.STALE_RUNNING, clock.age_params(lease_s, sqlite))).all()
+    if not stale:
+        return []
+    from sqlalchemy import and_, update
+    from sqlalchemy.exc import OperationalError
+
+    from swarmkit.store.lite import LiteStore
+    from swarmkit.store.models import jobs
+
+    from .workspaces import carry_out, decide
+
+    if isinstance(store, LiteStore):
+        # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.
+        store = await store.full_store()
+    lapsed = clock.stale(jobs, sqlite)
+    marked: list[str] = []
+    for row in stale:
+        if hosting and hosting.get(row.id) == row.epoch:
+            continue
+        now = store_now()
+        to = CANCELLED if row.cancel_requested_at is not None else LOST
+        values: dict[str, Any] = dict(status=to, updated_at=now)
+        if to == CANCELLED:
+            values["ended_at"] = now
+        try:
+            async with _quick_write(store) as conn:
+                res = await conn.execute(
+                    update(jobs)
+                    .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, lapsed))
+                    .values(**values),
+                    clock.age_params(lease_s, sqlite),
+                )
+                if res.rowcount != 1:
+                    continue
+                beat = row.heartbeat_at  # timezone-aware from both paths (UTCDateTime, store/lite.py)
+                last = f"last {beat.strftime('%H:%M:%S')}, {(now - beat).total_seconds():.1f}s ago" if beat else "never"
+                # Who judged, and on what clock: a healthy run marked lost is told apart from a dead host by this.
+                said_lost = f"host {row.host} pid {row.pid} stopped heart-beating ({last}); marked {to} by {host_name()} pid {os.getpid()}"
+                await record_event(conn, row.id, f"run.{to}", said_lost, at=now)
+                if to == LOST:
+                    await record_notification(conn, row.id, "run.lost", flow=row.flow, text=said_lost, node=row.current_node, at=now)
+                if to == CANCELLED:
+                    said = await decide(conn, row.id, destroy=not row.cancel_keep, reason="cancelled")
+                    await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)
+        except OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                # The store's write lock is held (perhaps by the frozen host
+                # itself): whoever looks next marks it; looking must not hang.
+                continue
+            raise
+        marked.append(row.id)
+        if to == CANCELLED and not row.cancel_keep:
+            await carry_out(store, row.id)
+    return marked
+
+
+@asynccontextmanager
+async def _quick_write(store: Store):
+    """A write transaction that gives up after a second on a locked SQLite store instead of thirty."""
+    if not store.loc.is_sqlite:
+        async with store.write() as conn:
+            yield conn
+        return
+    store.check_file()  # like every write: never into a file that is not the one this process opened
+    async with connect(store.engine) as conn:
+        await conn.exec_driver_sql("PRAGMA busy_timeout=1000")
+        await conn.commit()
+        try:
+            await conn.execution_options(swarmkit_write=True)
+            async with conn.begin():
+                yield conn
+        finally:
+            await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            await conn.commit()
+
+
+async def live_worker_count(store: Store, lease_s: float) -> int:
+    from swarmkit.store.queries import live_workers
+
+    async with store.read() as conn:
+        return len(await conn.run_sync(live_workers, lease_s))
