@@ -28,8 +28,9 @@ from pathlib import Path
 import _benchlib as B  # puts the project on sys.path
 
 from swarmkit.runtime import control
-from swarmkit.runtime.executor import _FLAGS, read_flags
+from swarmkit.runtime.executor import read_flags
 from swarmkit.runtime.flow import parse_flow
+from swarmkit.runtime.host_writes import FLAGS as _FLAGS
 from swarmkit.store import Store
 
 FLOW = parse_flow('name = "bench"\n[[agents]]\nname = "a"\ncommand = "true"\n')

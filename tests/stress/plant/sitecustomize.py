@@ -28,7 +28,7 @@ if _plant:
             if flags.stop_requested_at is None:
                 if seen is None or now - seen >= 1.0:
                     self._plant_clear_at = now
-            elif self._stop_latched is None and seen is not None and now - seen < 1.0:
+            elif self.stops.stopped_by is None and seen is not None and now - seen < 1.0:
                 flags = dataclasses.replace(flags, stop_requested_at=None)
             return _orig_decide(self, flags, step, agent)
 
