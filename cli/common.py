@@ -11,6 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 
 from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.log_lines import FORMATS
 
 from .quantities import Duration
 
@@ -72,8 +73,6 @@ def add_output(p: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> 
 
 def add_log_format(p: argparse.ArgumentParser) -> None:
     """`--log-format` of a hosting verb (`worker`, `serve`): how runtime/log_lines.py's LogLines prints."""
-    from swarmkit.runtime.log_lines import FORMATS
-
     p.add_argument("--log-format", choices=FORMATS, default="text", help="text: each line after its RFC 3339 UTC time (default); json: one JSON object a line")
 
 

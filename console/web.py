@@ -50,6 +50,8 @@ from swarmkit.cli.quantities import Port, Seconds
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
 
+from .store_probe import probe_store
+
 TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
 MIN_TOKEN_CHARS = 16
 DEFAULT_PORT = 8766
@@ -256,8 +258,6 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     except StoreUrlError as exc:
         err(str(exc))
         return ExitCode.USAGE
-    from .store_probe import probe_store
-
     problem = probe_store(args.store, args.workspace)
     if problem is not None:
         err(problem)
