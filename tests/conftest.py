@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import FAST_ENV, PG_BASE, ROOT, wait_for  # noqa: F401  (tests import them from here too)
+from .helpers import FAST_ENV, PG_BASE, ROOT, need, proc_stats, run_child, stuck_report, wait_for  # noqa: F401  (tests import them from here too)
 
 _pg_state: dict[str, Any] = {}
 
@@ -58,10 +59,7 @@ def _pg_exec(sql: str) -> None:
 
 def require_pg() -> None:
     reason = _pg_reason()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but PostgreSQL does not answer: {reason}")
-        pytest.skip(reason)
+    need(reason is None, f"PostgreSQL does not answer: {reason}")
 
 
 @pytest.fixture
@@ -105,10 +103,7 @@ def require_pgbouncer() -> None:
 
     require_pg()
     reason = pgbouncer_missing()
-    if reason:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI is set but {reason}")
-        pytest.skip(reason)
+    need(reason is None, str(reason))
 
 
 @pytest.fixture
@@ -129,10 +124,26 @@ def _pg_schema(pgbouncer=None):
     schema = "t_" + uuid.uuid4().hex[:12]
     sep = "&" if "?" in PG_BASE else "?"
     yield pgbouncer.url(schema) if pgbouncer else f"{PG_BASE}{sep}schema={schema}"
-    try:
-        _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    except Exception:
-        pass
+    _drop_schema(schema)
+
+
+def _drop_schema(schema: str, tries: int = 3) -> None:
+    """Drop a test's schema; a drop that fails is an error of the test (its teardown), never swallowed.
+
+    One failure is retried: a deadlock (40P01), which PostgreSQL resolves by cancelling one side, when
+    a process of the test that is still ending holds locks in the schema. Anything else (the server
+    gone, a connection refused, a timeout) fails at once: schemas left behind fill the test database.
+    """
+    import asyncpg
+
+    for attempt in range(1, tries + 1):
+        try:
+            _pg_exec(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            return
+        except asyncpg.exceptions.DeadlockDetectedError:
+            if attempt == tries:
+                raise
+            time.sleep(0.2 * attempt)  # a back-off between tries, not a wait for a condition
 
 
 @pytest.fixture(autouse=True)
@@ -157,14 +168,51 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(FAST_ENV)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    # A child that hangs and is sent SIGABRT (helpers.stuck_report) prints every thread's stack first.
+    env["PYTHONFAULTHANDLER"] = "1"
     env.pop("SWARMKIT_STORE", None)
     if extra:
         env.update(extra)
     return env
 
 
+class Child(subprocess.Popen):
+    """A Popen whose wait() and communicate(), when a wait of DUMP_AFTER_S or more runs out, first say on
+    stderr what the child is doing (helpers.stuck_report: /proc State and wchan, py-spy stack); the
+    test then decides what to do about it (kill it, fail). Shorter waits are probes that expect to
+    run out now and then (escalating signals), and say nothing."""
+
+    DUMP_AFTER_S = 10.0
+
+    def _say(self, timeout: float | None) -> None:
+        if timeout is not None and timeout >= self.DUMP_AFTER_S and not getattr(self, "_saying", False):
+            self._saying = True  # communicate() waits through wait(): one report per time-out
+            try:
+                print(stuck_report(self.pid, f"swarmkit {self.args[3]} (Cli.start)"), file=sys.stderr, flush=True)
+            finally:
+                self._saying = False
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            return super().wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._say(timeout)
+            raise
+
+    def communicate(self, input: Any = None, timeout: float | None = None) -> tuple[Any, Any]:
+        try:
+            return super().communicate(input, timeout)
+        except subprocess.TimeoutExpired:
+            self._say(timeout)
+            raise
+
+
 class Cli:
-    """Runs `swarmkit` as a real subprocess against one store and workspace."""
+    """Runs `swarmkit` as a real subprocess against one store and workspace.
+
+    A child that overstays is never killed in silence: run() raises helpers.Stuck (a TimeoutExpired)
+    with its /proc state and Python stacks; start()'s Child says the same when a long wait runs out.
+    """
 
     def __init__(self, store_url: str, workspace: Path):
         self.store_url = store_url
@@ -178,9 +226,7 @@ class Cli:
         return self.argv(verb, "--store", self.store_url, *rest)
 
     def run(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess:
-        proc = subprocess.run(
-            self._with_store(args), cwd=self.workspace, env=child_env(env), capture_output=True, text=True, timeout=timeout
-        )
+        proc = run_child(self._with_store(args), timeout, f"swarmkit {' '.join(args)}", cwd=self.workspace, env=child_env(env))
         if check and proc.returncode != 0:
             raise AssertionError(f"swarmkit {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -191,6 +237,10 @@ class Cli:
         For tests of what a verb does and prints, where a separate process is not
         the point: it saves the ~1 s of CPU each `swarmkit` process spends importing.
         Returns what run() returns (args, returncode, stdout, stderr).
+
+        A hang here is a hang of this process: pytest-timeout (method "thread") prints every
+        thread's stack, and 20 s before it does, pytest_timeout_set_timer below says what this
+        process's children (the agents of a run hosted here) are doing.
         """
         from .reliability import swarmkit_in_process
 
@@ -204,7 +254,7 @@ class Cli:
         (a pipe nobody drains blocks the process once 64 KB of warnings fill it)."""
         out = open(log, "ab") if log is not None else None
         try:
-            return subprocess.Popen(
+            return Child(
                 self._with_store(args), cwd=self.workspace, env=child_env(env), start_new_session=True,
                 stdout=out or subprocess.PIPE, stderr=subprocess.STDOUT if out else subprocess.PIPE, text=out is None,
             )
@@ -265,3 +315,70 @@ def serving(cli: Cli, tmp_path: Path):
     yield serve, folder, gates
     for s in started:
         s.stop()
+
+
+# --- the fast loop: `pytest -m "not slow"` ---------------------------------------------------------
+# A test is `slow` when it starts real processes. The rule is mechanical, read off the test at
+# collection: it asks for a fixture that starts them (SLOW_FIXTURES), or its own source names one of
+# the ways this suite starts one (SLOW_WORDS). The rest run in this process: store, flows, the
+# console under Textual's pilot, `Cli.call`.
+SLOW_FIXTURES = {"cli", "serving", "pgbouncer", "pgbouncer_url", "own_pg"}
+SLOW_WORDS = ("Cli(", "Served(", "subprocess", "Popen", ".start(", "WorkerProc", "PtyReader", "run_on_pty", "_start_demo", "loaded(", "SWARMKIT,", "console_argv")
+_slow_source: dict[Any, bool] = {}
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    fn = getattr(item, "function", None)
+    if fn is None:
+        return False
+    if fn not in _slow_source:
+        import inspect
+
+        try:
+            source = inspect.getsource(fn)
+        except (OSError, TypeError):
+            source = ""
+        _slow_source[fn] = any(word in source for word in SLOW_WORDS)
+    return _slow_source[fn]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.slow)
+
+
+# --- a hang is never silent ---------------------------------------------------------------------
+# pytest-timeout (pyproject: timeout = 300, method "thread") prints this process's threads and ends
+# it. Twenty seconds before, say what each child of this process is doing, for a test blocked on one
+# (a readline, a wait without a timeout): that report lands in the test's captured stderr, which
+# pytest-timeout prints with its own.
+
+
+def _say_children(nodeid: str) -> None:
+    me = os.getpid()
+    kids = [pid for pid, fields in proc_stats() if int(fields[1]) == me]  # each report covers its descendants
+    print(f"\n--- {nodeid} is about to time out; the children of this test process:", file=sys.stderr)
+    for pid in kids[:8]:
+        print(stuck_report(pid, "a child of the test process"), file=sys.stderr)
+    sys.stderr.flush()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    if settings.timeout and settings.timeout > 40:
+        timer = threading.Timer(settings.timeout - 20, _say_children, (item.nodeid,))
+        timer.daemon = True
+        timer.start()
+        item._children_watch = timer
+    return None  # pytest-timeout's own timer is set as well
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_cancel_timer(item):
+    timer = getattr(item, "_children_watch", None)
+    if timer is not None:
+        timer.cancel()
+    return None

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from swarmkit.store import Store
 from swarmkit.store.queries import audit_for, checkpoints_for, events_after, get_job, jobs_by_prefix, workspaces_for
@@ -24,6 +30,28 @@ FAST_ENV = {
     "SWARMKIT_POLL": "0.1",
     "SWARMKIT_ACTOR": "tester@ci",
 }
+
+# A test bounds a wait by wall clock only where the contract sets a deadline, and then at three times
+# that period or more (a loaded CI machine must not make it cry wolf); the rest wait on conditions.
+LEASE_S = float(FAST_ENV["SWARMKIT_LEASE"])
+# The lease: a run whose host died (or stopped heart-beating) reads lost once SWARMKIT_LEASE has passed.
+LOST_WITHIN_S = 4 * LEASE_S
+# A cancel: SIGINT, SWARMKIT_INTERRUPT_GRACE, SIGTERM, SWARMKIT_TERM_GRACE, SIGKILL; then the run is cancelled.
+GRACES_S = float(FAST_ENV["SWARMKIT_INTERRUPT_GRACE"]) + float(FAST_ENV["SWARMKIT_TERM_GRACE"])
+CANCELLED_WITHIN_S = 5 * GRACES_S
+
+
+def need(ok: object, why: str) -> None:
+    """A test that needs a tool or a capability this machine may lack (`ok` falsy: it lacks it).
+
+    Skipped, saying `why`, on a developer's machine; under CI (the env var CI set) a failure:
+    .ci/run installs everything the suite needs, so a skip there is a test that silently never ran.
+    The one rule for every such skip (PostgreSQL, PgBouncer, zsh, fish, libfaketime, mounts, ...).
+    """
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but {why}", pytrace=False)
+        pytest.skip(why)
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
@@ -102,6 +130,151 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def processes_naming(text: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds `text` (an agent's command names its gate file)."""
+    found = []
+    for pid, fields in proc_stats():
+        if fields[0] == "Z" or pid == os.getpid():
+            continue
+        try:
+            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
 def group_alive(pgid: int) -> list[int]:
     """Live (not zombie) processes whose process group is `pgid`."""
     return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid and fields[0] != "Z"]
+
+
+# --- a hang is never silent -------------------------------------------------------------------
+# Before a test kills a child that overstayed, it says what the child was doing: /proc's State and
+# wchan of it, its threads and its descendants, and its Python stack (py-spy where installed; else
+# SIGABRT, which faulthandler turns into every thread's stack on the child's stderr, since
+# child_env sets PYTHONFAULTHANDLER=1).
+
+PY_SPY = shutil.which("py-spy") or next((str(p) for p in (Path(sys.executable).with_name("py-spy"),) if p.exists()), None)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (children, theirs, ...), by /proc's parent links."""
+    children: dict[int, list[int]] = {}
+    for p, fields in proc_stats():
+        children.setdefault(int(fields[1]), []).append(p)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
+
+
+def _proc_line(pid: int) -> str | None:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        state = next((line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("State:")), "?")
+        threads = []
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            try:
+                threads.append(f"{tid}:{Path(f'/proc/{pid}/task/{tid}/wchan').read_text() or '0'}")
+            except OSError:
+                pass
+    except OSError:
+        return None  # gone meanwhile
+    return f"pid {pid} State: {state}; wchan per thread: {' '.join(threads)}; {cmd[:300]}"
+
+
+def process_state(pid: int) -> str:
+    """/proc's word on `pid` and each of its descendants: State, each thread's wchan, command line."""
+    lines = [line for p in [pid, *descendants(pid)] if (line := _proc_line(p))]
+    return "\n".join(lines) or f"pid {pid}: gone"
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return b"python" in Path(f"/proc/{pid}/cmdline").read_bytes()[:300]
+    except OSError:
+        return False
+
+
+def python_stack(pid: int, timeout: float = 30) -> str | None:
+    """`py-spy dump` of a live process (paused a moment, not ended); None without py-spy, or where it may not trace."""
+    if PY_SPY is None:
+        return None
+    try:
+        ran = subprocess.run([PY_SPY, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return ran.stdout if ran.returncode == 0 and ran.stdout.strip() else None
+
+
+def stuck_report(pid: int, what: str, abort: bool = False) -> str:
+    """What a child that overstayed is doing, said before anyone kills it.
+
+    `abort`: the caller is about to kill it anyway, so where py-spy gave no stack, SIGABRT it: with
+    PYTHONFAULTHANDLER=1 (child_env) it prints every thread's Python stack on its stderr as it dies.
+    """
+    parts = [f"--- {what} (pid {pid}) overstayed its time; /proc says:", process_state(pid)]
+    stack = python_stack(pid)
+    if stack:
+        parts += ["--- its Python stack (py-spy dump):", stack.rstrip()]
+    for child in [c for c in descendants(pid) if _is_python(c)][:8]:
+        child_stack = python_stack(child, timeout=10)
+        if child_stack:
+            parts += [f"--- the Python stack of its descendant {child} (py-spy dump):", child_stack.rstrip()]
+    if not stack and abort:
+        try:
+            os.kill(pid, signal.SIGABRT)
+            parts.append("--- no py-spy stack: sent it SIGABRT; faulthandler (PYTHONFAULTHANDLER=1) writes every thread's stack on its stderr")
+        except ProcessLookupError:
+            pass
+    return "\n".join(parts)
+
+
+class Stuck(subprocess.TimeoutExpired):
+    """A TimeoutExpired (so callers that catch one still do) that says what the child was doing."""
+
+    def __init__(self, cmd: Any, timeout: float, output: Any, stderr: Any, report: str):
+        super().__init__(cmd, timeout, output, stderr)
+        self.report = report
+
+    def __str__(self) -> str:
+        err = self.stderr.decode(errors="replace") if isinstance(self.stderr, bytes) else (self.stderr or "")
+        return f"{super().__str__()}\n{self.report}\n--- its stderr (the end):\n{err[-8000:]}"
+
+
+def run_child(argv: list[str], timeout: float, what: str | None = None, **kw: Any) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw), except that a child
+    that overstays is not killed in silence: Stuck says what it was doing (see overstayed)."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw) as child:
+        try:
+            out, errs = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise overstayed(child, timeout, what or " ".join(map(str, argv))) from None
+        except BaseException:  # as subprocess.run does (a ^C, a pytest-timeout in signal mode)
+            child.kill()
+            raise
+    return subprocess.CompletedProcess(argv, child.returncode, out, errs)
+
+
+def overstayed(proc: subprocess.Popen, timeout: float, what: str) -> Stuck:
+    """`proc` did not end within `timeout`: say what it is doing (stuck_report), end it, and return
+    the exception to raise, whose message holds the report and the stacks it printed."""
+    report = stuck_report(proc.pid, what, abort=True)
+    out: Any = None
+    err: Any = None
+    try:
+        out, err = proc.communicate(timeout=10)  # SIGABRT ends it once faulthandler has written
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a descendant holds its pipes open
+            for f in (proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
+            proc.wait()
+    return Stuck(proc.args, timeout, out, err, report)

@@ -7,12 +7,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 
 from .conftest import Cli, child_env, hold, write_flow
+from .helpers import stuck_report
 
 TOKENS = {
     "ops": ("operate", "ops-secret-0123456789abcdef"),
@@ -57,6 +59,9 @@ class Served:
         return self.log.read_text(errors="replace")
 
     def stop(self, timeout: float = 20) -> int:
+        """SIGTERM, and SIGKILL after `timeout`: never in silence. What a serve that outstays its SIGTERM
+        is doing (/proc State and wchan, its stacks: py-spy's, or faulthandler's in its output after a
+        SIGABRT) is printed to stderr, which the test's report shows."""
         if hasattr(self, "client"):
             self.client.close()
         if self.proc.poll() is None:
@@ -64,8 +69,17 @@ class Served:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                report = stuck_report(self.proc.pid, f"swarmkit serve, {timeout:g} s after SIGTERM", abort=True)
+                try:
+                    self.proc.wait(10)  # a SIGABRT ends it once faulthandler has written the stacks
+                except subprocess.TimeoutExpired:
+                    pass
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # and whatever of its group is left
+                except ProcessLookupError:
+                    pass
                 self.proc.wait(10)
+                print(f"{report}\n--- its output (the end):\n{self.output()[-8000:]}", file=sys.stderr, flush=True)
         return self.proc.returncode
 
     def stream(self, job_id: str, headers: dict[str, str] | None = None, timeout: float = 60) -> list[dict]:

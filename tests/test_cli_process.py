@@ -16,6 +16,7 @@ from swarmkit.cli import build_parser
 from swarmkit.runtime.exit_code import ExitCode
 
 from .conftest import Cli, child_env, write_flow
+from .helpers import need
 
 
 def _argv(*args: str) -> list[str]:
@@ -108,8 +109,8 @@ def test_status_watch_prints_each_change_until_interrupted(cli: Cli):
             watch.wait()
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_a_real_bash_sources_the_completion_and_completes(tmp_path: Path):
+    need(shutil.which("bash"), "no bash here")
     script = tmp_path / "swarmkit.bash"
     made = subprocess.run(_argv("completion", "bash"), capture_output=True, text=True, timeout=60, env=child_env())
     assert made.returncode == 0 and made.stderr == ""
@@ -141,8 +142,7 @@ FISH_PROBE = 'source {script}; and complete -C"swarmkit status -o "; and complet
 def test_zsh_and_fish_load_their_completion_and_complete(shell: str, tmp_path: Path):
     made = subprocess.run(_argv("completion", shell), capture_output=True, text=True, timeout=60, env=child_env())
     assert made.returncode == 0 and made.stderr == "" and "swarmkit" in made.stdout
-    if shutil.which(shell) is None:
-        pytest.skip(f"no {shell} here (apt-get install {shell}); the script was made")
+    need(shutil.which(shell), f"no {shell} here (apt-get install {shell}; .ci/run installs it); the script was made")
     script = tmp_path / f"swarmkit.{shell}"
     script.write_text(made.stdout)
     probe = (ZSH_PROBE if shell == "zsh" else FISH_PROBE).format(script=script)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -75,7 +74,9 @@ def test_a_worker_hosting_ten_runs_holds_at_most_two_server_connections(via: str
         try:
             with Sampler(sample) as sampler:
                 wait_for(lambda: all(r[1] == "a" for r in rows(pg_url, workspace, ids).values()), what="all ten running a")
-                time.sleep(0.5)  # heartbeats of ten held runs
+                # Sampled through a round of heartbeats of the ten held runs (each run's, seen on its row).
+                beats = {i: job(pg_url, workspace, i).heartbeat_at for i in ids}
+                wait_for(lambda: all(job(pg_url, workspace, i).heartbeat_at != beats[i] for i in ids), timeout=60, interval=0.1, what="a heartbeat of each held run")
                 release(gates, "go")
                 with told_by(worker, lambda: rows(pg_url, workspace, ids)):
                     wait_for(lambda: all(r[0] == "completed" for r in rows(pg_url, workspace, ids).values()), timeout=40, what="all ten to complete")

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from swarmkit.store.models import JOB_COLUMNS, jobs
 from tests.reliability import console_in_process
 
 from .conftest import ALSO_PGBOUNCER, Cli, child_env, hold, release, wait_for, write_flow
-from .helpers import audit, events, group_alive, job, workspaces
+from .helpers import CANCELLED_WITHIN_S, audit, events, group_alive, job, workspaces
 
 ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
 
@@ -163,12 +162,13 @@ def test_cancel_interrupts_a_long_command_and_leaves_no_process(cli: Cli, tmp_pa
     short = proc.stdout.readline().split()[0]
     pgid = os.getpgid(int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the agent's pid")))
     assert group_alive(pgid)
-    t0 = time.monotonic()
     res = cli.call("cancel", short)
     assert res.returncode == 0 and "cancel requested" in res.stdout and "destroyed" in res.stdout
-    wait_for(lambda: job(cli.store_url, cli.workspace, short).status == "cancelled", timeout=20, what="the run to end cancelled")
-    took = time.monotonic() - t0
-    assert took < 10, f"cancel took {took:.1f}s"
+    # The contract's deadline, five times over: SIGINT, SWARMKIT_INTERRUPT_GRACE, SIGTERM, SWARMKIT_TERM_GRACE, SIGKILL.
+    wait_for(
+        lambda: job(cli.store_url, cli.workspace, short).status == "cancelled", timeout=CANCELLED_WITHIN_S,
+        what="the run to end cancelled (within 5x SWARMKIT_INTERRUPT_GRACE + SWARMKIT_TERM_GRACE, the cancel's graces)",
+    )
     wait_for(lambda: not group_alive(pgid), timeout=10, what="the agent's process group to be gone")
     proc.communicate(timeout=30)
     assert proc.returncode == 1

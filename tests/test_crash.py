@@ -43,7 +43,7 @@ from tests.stress.flows import make_flows, read_ledger
 from tests.stress.harness import RunFacts
 
 from .conftest import Cli, write_flow
-from .helpers import job
+from .helpers import LOST_WITHIN_S, job
 
 TERMINAL = ("completed", "failed", "faulted", "cancelled")
 
@@ -184,6 +184,7 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
         try:
             wait_until(lambda: all(j.status == "running" and j.step >= 1 for j in _rows(cli, ids).values()), timeout=30, what="the runs to be hosted")
             # Somewhere in the middle: a shell agent sleeping, the marathons checkpointing node after node.
+            # (Not a wait for anything: a random moment to kill at, from the seeded generator.)
             time.sleep(rnd.uniform(0.0, 0.8))
             os.kill(worker.pid, signal.SIGKILL)
             t_kill = time.monotonic()
@@ -264,7 +265,9 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
                 if x.step < committed:
                     assert x.epoch == 1, f"{i[:8]}: node {x.node}, committed before the kill, ran again in epoch {x.epoch}"
     print(f"\n{kills} kills: lost after {min(lost_after):.2f}-{max(lost_after):.2f}s (lease {LEASE_S}s); resumed {resumed_ways}")
-    assert max(lost_after) <= LEASE_S + 2.5, f"runs became lost {max(lost_after):.2f}s after their host died (lease {LEASE_S}s)"
+    assert max(lost_after) <= LOST_WITHIN_S, (
+        f"runs became lost {max(lost_after):.2f}s after their host died: the lease's deadline is SWARMKIT_LEASE ({LEASE_S:g}s), bounded here at {LOST_WITHIN_S:g}s"
+    )
 
 
 def test_kill_9_a_worker_mid_cancel_ends_the_run_cancelled(cli: Cli, tmp_path: Path):
@@ -298,7 +301,7 @@ def test_kill_9_a_worker_mid_cancel_ends_the_run_cancelled(cli: Cli, tmp_path: P
         took = time.monotonic() - t_kill
         row = job(cli.store_url, cli.workspace, rid)
         assert row.status == "cancelled", f"a run whose cancel was requested ended {row.status} when its host died"
-        assert took <= LEASE_S + 2.5
+        assert took <= LOST_WITHIN_S, f"ended {took:.1f}s after its host died: the lease's deadline is SWARMKIT_LEASE ({LEASE_S:g}s), bounded here at {LOST_WITHIN_S:g}s"
         from .helpers import audit, workspaces
 
         acts = [(a.action, a.actor) for a in audit(cli.store_url, cli.workspace, rid)]
@@ -365,8 +368,8 @@ def test_a_worker_that_hosts_late_never_hosts_a_run_claimed_since(cli: Cli, tmp_
     mine = with_store(cli.store_url, cli.workspace, claim)  # this process is "worker A"
     assert [j.id for j in mine] == [rid] and mine[0].epoch == 1
     claimed_epoch = mine[0].epoch
-    time.sleep(LEASE_S + 0.3)  # A is starved past the lease before it starts hosting
-    assert looked_at(cli, [rid])[rid] == "lost"
+    # A is starved past the lease before it starts hosting: the run reads lost once the lease has passed.
+    wait_until(lambda: looked_at(cli, [rid])[rid] == "lost", timeout=LEASE_S + 30, interval=0.1, what="the starved claim's run to read lost")
     assert resume_queued(cli, rid).ok
     worker_b = cli.start("worker", str(cli.workspace))
     try:
@@ -428,7 +431,8 @@ def test_a_paused_worker_holding_several_runs_writes_nothing_after_they_moved(cl
         moved = snapshot(cli.store_url, cli.workspace, ids)
         os.kill(old.pid, signal.SIGCONT)
         t_cont = time.time()
-        # Long enough for its heartbeats, its agents' ends and its checkpoints to try to land.
+        # Long enough for its heartbeats, its agents' ends and its checkpoints to try to land. Not a
+        # wait for a condition: what is tested is that nothing of the old worker lands in this window.
         time.sleep(max(3.0, 10 * float(os.environ.get("SWARMKIT_HEARTBEAT", "0.2"))))
         assert old.poll() is None, "the old worker died instead of fencing its runs"
     finally:
@@ -718,10 +722,13 @@ def test_sqlite_carries_on_the_moment_a_frozen_writer_dies(sqlite_url: str, work
     try:
         assert _shown(cli, rid, 10) == "running"
     finally:
+        # Let the frozen writer's lease lapse while it still holds the lock. Not a wait for a condition:
+        # nothing can be seen to change (no one can write "lost" behind the lock); the clock must pass.
         time.sleep(LEASE_S + 0.5)
         os.killpg(frozen.pid, signal.SIGKILL)
         frozen.wait()
-    t0 = time.monotonic()
+    # The lock is gone with its holder: the next look marks the run lost at once. `_shown` still
+    # bounds it by 20 s, short of the 30 s busy timeout (store.engine.SQLITE_BUSY_TIMEOUT_S) a reader
+    # stuck behind a lock would wait out: an ordering check, not a speed one.
     assert _shown(cli, rid, 20) == "lost"
-    assert time.monotonic() - t0 < 5
     check_integrity(cli)

@@ -24,7 +24,7 @@ import pytest
 from tests.reliability import end_process, has_traceback, kill_group_of, sql, with_store
 
 from .conftest import Cli, child_env, hold, release, wait_for, write_flow
-from .helpers import FAST_ENV, audit, checkpoints, events, job, workspaces
+from .helpers import FAST_ENV, LOST_WITHIN_S, audit, checkpoints, events, job, workspaces
 
 LEASE_S = float(FAST_ENV["SWARMKIT_LEASE"])
 
@@ -423,11 +423,12 @@ def test_a_second_signal_leaves_the_runs_at_once_and_they_become_lost_and_resuma
         w.proc.send_signal(signal.SIGTERM)
         w.wait_exit(10, "the worker after a second signal")
         left = time.monotonic()
-        wait_for(lambda: not processes_of_run(run_id), timeout=5, what="the agent to end with its worker")
+        wait_for(lambda: not processes_of_run(run_id), timeout=30, what="the agent to end with its worker")
         r = row(cli, run_id)
         assert r.status == "running", f"a worker that leaves says nothing for the run ({r.status}); its lease says it"
-        wait_for(lambda: run_id in mark_lost_now(cli) or row(cli, run_id).status == "lost", timeout=LEASE_S + 5, interval=0.1, what="the run to be marked lost")
-        assert time.monotonic() - left < LEASE_S + 2, "lost within the lease"
+        wait_for(lambda: run_id in mark_lost_now(cli) or row(cli, run_id).status == "lost", timeout=LEASE_S + 30, interval=0.1, what="the run to be marked lost")
+        took = time.monotonic() - left
+        assert took < LOST_WITHIN_S, f"lost {took:.1f}s after its worker left: the lease's deadline is SWARMKIT_LEASE ({LEASE_S:g}s), bounded here at {LOST_WITHIN_S:g}s"
         r = row(cli, run_id)
         assert r.status == "lost" and r.step == 0 and r.epoch == 1
         release(gates, "a")

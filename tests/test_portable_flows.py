@@ -123,7 +123,9 @@ def test_a_worker_that_cannot_load_a_run_leaves_it_queued_and_says_why(cli: Cli,
 
         (event,) = wait_for(told, timeout=30, what="the run.unloadable event")
         assert f"worker {worker_id}@" in event.text and "nosuchmodule_xyz" in event.text, event.text
-        time.sleep(1.5)  # many polls (0.1 s apart): still queued, and said once
+        # Many polls (0.1 s apart): still queued, and said once. Not a wait for a condition: what is
+        # tested is that nothing more happens in this window.
+        time.sleep(1.5)
         assert status_of(cli, run_id) == "queued"
         assert len(told()) == 1
         logs = cli.run("logs", run_id[:8], check=True).stdout

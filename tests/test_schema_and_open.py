@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from swarmkit.store import Store
 from swarmkit.store.schema import head_revision
 
 from .conftest import Cli, _pg_exec, require_pg, write_flow
-from .helpers import PG_BASE, wait_for
+from .helpers import PG_BASE, processes_naming, wait_for
 
 TWO = 'name = "two"\n[[agents]]\nname = "a"\ncommand = "echo a"\n[[agents]]\nname = "b"\ncommand = "echo b"\n'
 
@@ -197,7 +196,8 @@ def test_a_store_moved_away_under_a_running_host_is_noticed(sqlite_url: str, wor
             proc.wait()
     assert proc.returncode == 1, (out, errs)
     assert "was removed under this process" in errs and "stops hosting" in errs
-    time.sleep(0.5)
+    # The agent (a shell waiting on the gate touched above) is gone, and wrote nothing after its host stopped.
+    wait_for(lambda: not processes_naming(str(gate)), timeout=30, what="the agent waiting on the gate to be gone")
     assert not (workspace / "late").exists(), "the agent carried on after its host stopped hosting"
     # Nothing makes a fresh store in its place: looking and hosting both say what happened.
     for verb in (["status"], ["run", str(flow)]):

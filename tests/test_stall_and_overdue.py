@@ -9,8 +9,11 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from swarmkit.console.poller import Poller
 from swarmkit.console.store_link import StoreLink
+from swarmkit.runtime.control import OVERDUE_FACTOR, OVERDUE_FLOOR_S
 from swarmkit.runtime.run_columns import usual as median_of
 from swarmkit.store import Store
 from swarmkit.store.clock import store_now
@@ -88,7 +91,9 @@ def test_a_stop_not_taken_in_a_few_times_its_nodes_usual_time_shows_stop_overdue
         finally:
             await store.close()
 
-    assert 0 < asyncio.run(usual()) < 5
+    took = asyncio.run(usual())
+    assert took > 0  # however long a loaded machine made it: the rule is checked against it below
+    expected = max(OVERDUE_FLOOR_S, OVERDUE_FACTOR * took)
     (gates / "go").unlink()
     proc = cli.start("run", str(flow))
     try:
@@ -97,9 +102,10 @@ def test_a_stop_not_taken_in_a_few_times_its_nodes_usual_time_shows_stop_overdue
         assert cli.call("stop", short).returncode == 0
         assert shown(cli, short) == "stopping"
         row = job(cli.store_url, cli.workspace, short)
-        # A few times a moment is less than the floor: overdue 5 s after the request.
-        assert 4.9 <= (row.stop_overdue_at - row.stop_requested_at).total_seconds() <= 6
-        wait_for(lambda: shown(cli, short) == "stop overdue", timeout=15, what="the stop to show overdue")
+        # A few times the node's usual time, never sooner than the floor (5 s after the request, for a
+        # moment's work): the rule, computed from the history's own median, not a wall-clock bound.
+        assert (row.stop_overdue_at - row.stop_requested_at).total_seconds() == pytest.approx(expected, abs=0.05)
+        wait_for(lambda: shown(cli, short) == "stop overdue", timeout=expected + 30, what="the stop to show overdue")
         assert " stop overdue " in cli.call("status").stdout + " "
         counts, matched = sql_side(cli, "overdue")
         assert counts == {"stop overdue": 1} and matched == {row.id}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import child_env, write_flow
+from .helpers import run_child
 
 SWARMKIT = str(Path(sys.executable).with_name("swarmkit"))
 NEVER = ("alembic", "textual", "swarmkit.runtime.executor", "swarmkit.runtime.worker", "swarmkit.widgets", "swarmkit.console")
@@ -24,7 +25,7 @@ NOT_ON_SQLITE = ("aiosqlite", "sqlalchemy.ext.asyncio", "sqlalchemy.orm", "sqlal
 
 
 def loaded(*argv: str, cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
-    proc = subprocess.run([SWARMKIT, *argv], cwd=cwd, env=child_env({"PYTHONPROFILEIMPORTTIME": "1"}), capture_output=True, text=True, timeout=120)
+    proc = run_child([SWARMKIT, *argv], 120, cwd=cwd, env=child_env({"PYTHONPROFILEIMPORTTIME": "1"}))
     modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:") and "|" in line}
     assert "swarmkit.cli" in modules, proc.stderr[-2000:]
     return proc, modules
@@ -50,7 +51,9 @@ def test_help_and_version_load_no_sqlalchemy(tmp_path: Path, flag: str):
 
 def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, workspace: Path):
     flow = write_flow(workspace, "quick.toml", 'name = "quick"\n[[agents]]\nname = "a"\ncommand = "true"\n')
-    made = subprocess.run([SWARMKIT, "run", str(flow), "--detach", "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
+    # Each child through run_child: one that hangs (this test once did, intermittently, on SQLite) says
+    # what it was doing, its /proc state and Python stacks, before it is killed.
+    made = run_child([SWARMKIT, "run", str(flow), "--detach", "--store", store_url], 120, cwd=workspace, env=child_env())
     assert made.returncode == 0, made.stderr
     run_id = made.stdout.strip()
     forbidden = NEVER + (NOT_ON_SQLITE if store_url.startswith("sqlite") else ())
@@ -65,7 +68,7 @@ def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, work
                 # Their statements run compiled, through sqlite3 (store/lite.py): SQLAlchemy is most of a verb.
                 assert _hits(modules, ("sqlalchemy",)) == [], verb
                 assert "swarmkit.store.lite" in modules, verb
-    status = subprocess.run([SWARMKIT, "status", run_id, "--store", store_url], cwd=workspace, env=child_env(), capture_output=True, text=True, timeout=120)
+    status = run_child([SWARMKIT, "status", run_id, "--store", store_url], 120, cwd=workspace, env=child_env())
     assert "cancelled" in status.stdout  # the acts above did what they say
 
 

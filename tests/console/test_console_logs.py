@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 
 from console_helpers import add_events, first_poll, init_store, screen_up, submit, until
@@ -62,10 +61,10 @@ async def test_a_million_events_open_at_once_and_page_on_demand(sqlite_url, work
     fill_events(Path(sqlite_url.removeprefix("sqlite:///")), run, 1_000_000)
     app = make_app(sqlite_url, workspace, poll_interval=0.2)
     async with app.run_test(size=(140, 40)) as pilot:
-        started = time.monotonic()
         log_screen = await open_log(pilot, run)
-        await until(pilot, lambda: log_screen.opened, what="the first page")
-        assert time.monotonic() - started < 8.0  # a loaded 2-CPU box took 3.9 s once in a full run; typically well under 0.5 s
+        # No bound on how soon (a loaded 2-CPU box took 3.9 s once, typically well under 0.5 s: the
+        # time is bench/'s business); what is tested is that one page is read, not a million lines.
+        await until(pilot, lambda: log_screen.opened, timeout=60, what="the first page")
         tail = log_screen.query_one(LogTail)
         assert len(tail.lines) == PAGE and tail.more_older and tail.follow
         assert tail.lines[-1].text == "line 999999"
