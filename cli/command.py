@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "completion":
         # Written from the parser alone: no store, no event loop, no SQLAlchemy.
         return completion.cmd_completion(args, parser)
-    from swarmkit.store.engine import log_to_stderr
+    from swarmkit.store.masking import log_to_stderr
 
     log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
     return _run(_commands()[args.verb], args)

@@ -12,8 +12,9 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from swarmkit.store.engine import StoreError, is_store_fault, masked
+from swarmkit.store.masking import masked
 from swarmkit.store.records import JobRecord
+from swarmkit.store.store_errors import StoreError, is_store_fault
 from swarmkit.widgets.run_row import COLUMNS
 from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe_lines

@@ -184,8 +184,9 @@ def _main(argv: list[str] | None) -> int:
     import asyncio
 
     from swarmkit.store import NoStoreError, StoreError, StoreUrlError, resolve_store
-    from swarmkit.store.engine import is_store_fault, log_to_stderr
     from swarmkit.store.lite import lite_location
+    from swarmkit.store.masking import log_to_stderr
+    from swarmkit.store.store_errors import is_store_fault
 
     log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit-console")
     argv = list(sys.argv[1:] if argv is None else argv)

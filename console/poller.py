@@ -32,7 +32,6 @@ from datetime import datetime, timedelta
 
 from swarmkit.runtime.report import clock_warning
 from swarmkit.store.clock import store_now
-from swarmkit.store.engine import connect
 from swarmkit.store.lite import LiteStore
 
 # Written against named statements (store/reads.py): the first poll runs them on a lite store,
@@ -53,6 +52,7 @@ from swarmkit.store.reads import (
 )
 from swarmkit.store.records import STALL_AFTER, JobRecord
 from swarmkit.store.statuses import ACTIVE_STATUSES, RUNNING
+from swarmkit.store.transactions import connect
 
 from .held_runs import HeldRuns
 from .store_link import PollStore, StoreLink

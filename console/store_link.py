@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from swarmkit.runtime.settings import application_name
-from swarmkit.store.engine import StoreError, StoreLocation, resolve_store
 from swarmkit.store.lite import LiteStore, lite_location
 from swarmkit.store.lite import SqliteFile as _SqliteFile
+from swarmkit.store.store_errors import StoreError
+from swarmkit.store.store_location import StoreLocation, resolve_store
 
 from .run_views import shown_store
 

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from swarmkit.store import clock
 from swarmkit.store.clock import store_now
-from swarmkit.store.engine import SQLITE_BUSY_TIMEOUT_S, connect
 from swarmkit.store.named import S
 from swarmkit.store.statuses import CANCELLED, LOST, RUNNING
+from swarmkit.store.store_location import SQLITE_BUSY_TIMEOUT_S
+from swarmkit.store.transactions import connect
 
 from .journal import record_audit, record_event
 from .notify import record_notification

@@ -49,7 +49,7 @@ class LogLines:
         import logging
         from datetime import UTC, datetime
 
-        from swarmkit.store.engine import MaskedFormatter
+        from swarmkit.store.masking import MaskedFormatter
 
         fmt = self.fmt
 
@@ -60,7 +60,7 @@ class LogLines:
                 return f"{utc_stamp(datetime.fromtimestamp(record.created, UTC))} {super().format(record)}"
 
             def _masked(self, record: logging.LogRecord) -> str:
-                from swarmkit.store.engine import masked
+                from swarmkit.store.masking import masked
 
                 text = record.getMessage()
                 if record.exc_info:

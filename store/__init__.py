@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 # name -> the module of this package that defines it
 _WHERE = {
     "Store": "store", "STORE_FAULTS": "store", "describe_db_error": "store", "is_transient": "store",
-    "STORE_ENV": "engine", "StoreError": "engine", "StoreLocation": "engine", "StoreUrlError": "engine",
-    "masked": "engine", "resolve_store": "engine",
+    "STORE_ENV": "store_location", "StoreError": "store_errors", "StoreLocation": "store_location", "StoreUrlError": "store_errors",
+    "masked": "masking", "resolve_store": "store_location",
     "NoStoreError": "schema", "SchemaTooNewError": "schema", "SchemaTooOldError": "schema",
     "StoreReplaced": "identity",
     "store_now": "clock",
@@ -50,8 +50,8 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from .clock import store_now
-    from .engine import STORE_ENV, StoreError, StoreLocation, StoreUrlError, masked, resolve_store
     from .identity import StoreReplaced
+    from .masking import masked
     from .records import JobRecord, merged_view
     from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError
     from .statuses import (
@@ -70,3 +70,5 @@ if TYPE_CHECKING:
         TERMINAL_STATUSES,
     )
     from .store import STORE_FAULTS, Store, describe_db_error, is_transient
+    from .store_errors import StoreError, StoreUrlError
+    from .store_location import STORE_ENV, StoreLocation, resolve_store

@@ -15,8 +15,9 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .engine import StoreError, StoreLocation
 from .named import S
+from .store_errors import StoreError
+from .store_location import StoreLocation
 
 if TYPE_CHECKING:
     from . import Store

@@ -6,10 +6,11 @@ before; issue 13). Their statements are SQLAlchemy Core all the same: they run
 by name (store/named.py), compiled once for SQLite into store/compiled_sqlite.py,
 through the same functions as on any store (store/reads.py, runtime/control.py).
 What a `Store` does on open and around each transaction is done here by the
-same rules: the PRAGMAs and the read-only query of store/engine.py, BEGIN
-IMMEDIATE for a write, the schema check of store/schema.py, the file identity
-of store/identity.py. What is rare and needs more (a lost host to mark) runs on
-a full `Store` opened beside it (`full_store`).
+same rules: the PRAGMAs of store/engine.py, the read-only query of
+store/store_location.py, BEGIN IMMEDIATE for a write, the schema check of
+store/schema.py, the file identity of store/identity.py. What is rare and
+needs more (a lost host to mark) runs on a full `Store` opened beside it
+(`full_store`).
 """
 
 from __future__ import annotations
@@ -25,19 +26,19 @@ from operator import itemgetter
 from pathlib import Path
 
 from . import clock, identity
-from .engine import (
+from .engine import sqlite_pragmas
+from .named import Statement
+from .store_errors import StoreError
+from .store_location import (
     SQLITE_BUSY_TIMEOUT_S,
     STORE_ENV,
-    StoreError,
     StoreLocation,
     default_sqlite_path,
     folder_is_read_only,
     read_only_location,
     sqlite_file_uri,
-    sqlite_pragmas,
     sqlite_read_only_query,
 )
-from .named import Statement
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:

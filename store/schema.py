@@ -19,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .engine import StoreError, StoreLocation, write_tx
 from .named import S
 from .revisions import MIGRATIONS, head_revision, known_revisions
+from .store_errors import StoreError
+from .store_location import StoreLocation
+from .transactions import write_tx
 
 if TYPE_CHECKING:
     # SQLAlchemy is imported where PostgreSQL is asked or a store migrated: a lite SQLite

@@ -18,21 +18,13 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import clock, identity
-from .engine import (
-    InlineEngine,
-    StoreError,
-    StoreLocation,
-    StoreUnavailable,
-    folder_is_read_only,
-    make_engine,
-    make_sync_engine,
-    masked,
-    read_only_location,
-    read_tx,
-    resolve_store,
-    write_tx,
-)
+from .engine import make_engine, make_sync_engine
+from .inline_engine import InlineEngine
+from .masking import masked
 from .schema import ensure_schema
+from .store_errors import StoreError, StoreUnavailable
+from .store_location import StoreLocation, folder_is_read_only, read_only_location, resolve_store
+from .transactions import read_tx, write_tx
 
 
 def _sqlite_folder(loc: StoreLocation) -> Path | None:

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from swarmkit.console.app import make_app
-from swarmkit.store.engine import STALE_WARNING
+from swarmkit.store.store_location import STALE_WARNING
 from tests.reliability import env_for_children, try_mount, umount
 
 from .conftest import wait_for, write_flow

@@ -1,0 +1,53 @@
+"""Connections and short transactions on a store's engine: a driver's connect error made a store
+fault, write transactions that take SQLite's lock up front, and read transactions that end at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from .masking import masked
+from .store_errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    # SQLAlchemy's asyncio layer imports the ORM: loaded only where an async engine is made.
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+
+@asynccontextmanager
+async def connect(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """`async with engine.connect()`, with a driver's raw connect error turned into a store fault."""
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] == "asyncpg":
+            raise StoreUnavailable(masked(str(exc)) or type(exc).__name__) from exc
+        raise
+    try:
+        yield conn
+    finally:
+        await asyncio.shield(conn.close())
+
+
+@asynccontextmanager
+async def write_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A short write transaction: BEGIN IMMEDIATE on SQLite, committed on exit."""
+    async with connect(engine) as conn:
+        await conn.execution_options(swarmkit_write=True)
+        async with conn.begin():
+            yield conn
+
+
+@asynccontextmanager
+async def read_tx(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A short read transaction, ended before the caller goes on.
+
+    Nothing holds a read snapshot between operations: a long one pins the WAL
+    and hides other processes' writes (the stale-flag trap).
+    """
+    async with connect(engine) as conn:
+        async with conn.begin():
+            yield conn
