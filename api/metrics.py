@@ -68,6 +68,6 @@ class Metrics:
 
 
 def read_gauges(conn) -> tuple[dict[str, int], list[float], dict[str, int]]:
-    from swarmkit.runtime.notify import delivery_counts
+    from swarmkit.runtime.deliveries import delivery_counts
 
     return status_counts(conn), heartbeat_ages(conn), delivery_counts(conn)

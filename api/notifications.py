@@ -1,6 +1,6 @@
 """Webhook deliveries over HTTP: `GET /notifications` (dead letters among them) and `POST /notifications/{id}/retry`.
 
-The same store functions as `swarmkit notifications` (runtime/notify.py): a
+The same store functions as `swarmkit notifications` (runtime/deliveries.py): a
 retry is one conditional UPDATE (dead -> pending, attempts reset), audited
 with the token's actor.
 """
@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarmkit.runtime import control
-from swarmkit.runtime.notify import list_deliveries, retry_dead
+from swarmkit.runtime.deliveries import list_deliveries, retry_dead
 from swarmkit.store.clock import store_now
 from swarmkit.store.records import rfc3339
 

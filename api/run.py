@@ -22,7 +22,8 @@ from swarmkit.runtime.echo import Echo
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.log_lines import LogLines
-from swarmkit.runtime.notify import Notifier, notify_config
+from swarmkit.runtime.notifier import Notifier
+from swarmkit.runtime.notify_config import notify_config
 from swarmkit.runtime.settings import env_number
 from swarmkit.runtime.worker import Worker
 from swarmkit.store import Store

@@ -103,7 +103,7 @@ async def _list(args) -> int:
         from functools import partial
 
         from swarmkit.runtime import control
-        from swarmkit.runtime.notify import list_deliveries
+        from swarmkit.runtime.deliveries import list_deliveries
         from swarmkit.runtime.report import format_table
         from swarmkit.runtime.text import plain
 
@@ -138,7 +138,7 @@ async def _retry(args) -> int:
     async def go(store: Store) -> int:
         from functools import partial
 
-        from swarmkit.runtime.notify import retry_dead
+        from swarmkit.runtime.deliveries import retry_dead
         from swarmkit.runtime.settings import default_actor
         from swarmkit.store.clock import store_now
 

@@ -38,7 +38,7 @@ async def cmd_worker(args) -> int:
     import os
 
     from swarmkit.runtime.echo import Echo
-    from swarmkit.runtime.notify import notify_config
+    from swarmkit.runtime.notify_config import notify_config
     from swarmkit.runtime.worker import Worker
 
     notify = notify_config(args.notify, os.environ)

@@ -16,7 +16,8 @@ from swarmkit.store.models import workers
 from .claims import claim_queued
 from .executor import RunHost, host_claimed
 from .leases import mark_lost
-from .notify import Notifier, NotifyConfig
+from .notifier import Notifier
+from .notify_config import NotifyConfig
 from .settings import Settings, host_name
 from .steps import step_words
 from .workspaces import sweep
