@@ -1,9 +1,10 @@
 """A run's events (paged, and as server-sent events to the run's ending) and the audit (paged).
 
-The stream reads the store as `swarmkit logs -f` does: by event id, so a
-client that reconnects with `Last-Event-ID` gets nothing twice and misses
-nothing; the run's status is read before its events, so the events written
-with its ending are sent before the closing `end` event.
+The stream is the event follower (runtime/event_follower.py) that `swarmkit
+logs -f` reads by, in SSE frames: by event id, so a client that reconnects with
+`Last-Event-ID` gets nothing twice and misses nothing; the follower says when
+the run has ended and reads the rest, so the events written with its ending
+are sent before the closing `end` event.
 """
 
 from __future__ import annotations
@@ -11,18 +12,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
 from swarmkit.runtime import control
+from swarmkit.runtime.backoff import Backoff
+from swarmkit.runtime.event_follower import EventFollower
 from swarmkit.store import STORE_FAULTS
 from swarmkit.store.clock import store_now
-from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, LOST, STOPPED
 from swarmkit.store.pages import audit_page
-from swarmkit.store.queries import events_after, get_job, workspaces_for
+from swarmkit.store.queries import events_after, workspaces_for
 from swarmkit.store.records import EventRecord, audit_view, event_view, merged_view
 
 from .dependencies import BadRequest, Ctx, ctx_of, look_for_lost, reader
@@ -31,9 +32,6 @@ from .schemas import AuditEntry, AuditPage, Event, EventPage
 
 router = APIRouter(tags=["events"])
 
-# Every status a run's hosting ends in: the stream closes at each (a stopped or
-# deferred run may be resumed later; that is a new stream).
-ENDINGS = frozenset({COMPLETED, STOPPED, DEFERRED, FAILED, FAULTED, CANCELLED, LOST})
 _MAX_ID = 2**62
 _BATCH = 500
 _POLL_S = 0.2
@@ -75,25 +73,25 @@ def _frame(data: dict[str, Any], *, event: str | None = None, id: int | None = N
 
 
 async def _sse(ctx: Ctx, job_id: str, after: int) -> AsyncIterator[str]:
+    """The event follower (runtime/event_follower.py: what to read, when the run has ended), in SSE frames."""
     loop = asyncio.get_running_loop()
     yield "retry: 2000\n\n"  # the headers go out at once; a client reconnects after two seconds
     last_sent = loop.time()
-    delay = _POLL_S
+    follower = EventFollower(job_id, after, slow=_POLL_S, batch=_BATCH)
+    outage = Backoff()
     while True:
         try:
             await look_for_lost(ctx)
-            job = await ctx.store.run_read(lambda c: get_job(c, job_id))
-            ended = job is None or job.status in ENDINGS
-            while True:
-                batch = await ctx.store.run_read(partial(events_after, job_id=job_id, after_id=after, limit=_BATCH))
-                for ev in batch:
-                    yield _frame(event_of(ev).model_dump(), id=ev.id)
-                    after = ev.id
-                if batch:
-                    last_sent = loop.time()
-                if len(batch) < _BATCH:
-                    break
-            if ended:
+            got = await follower.poll(ctx.store)
+            # Once ended, the rest: the events written with the ending are sent before the `end` event.
+            events = got.events + (await follower.rest(ctx.store) if got.ended else [])
+            for ev in events:
+                yield _frame(event_of(ev).model_dump(), id=ev.id)
+            if events:
+                last_sent = loop.time()
+            outage.reset()
+            if got.ended:
+                job = got.job
                 if job is None:
                     yield _frame({"status": None, "detail": f"run {job_id[:8]} no longer exists"}, event="end")
                     return
@@ -101,13 +99,13 @@ async def _sse(ctx: Ctx, job_id: str, after: int) -> AsyncIterator[str]:
                 view = merged_view(job, ws[job_id], store_now())
                 yield _frame({"status": job.status, "display_status": view["display_status"], "job": view}, event="end")
                 return
-            delay = _POLL_S
+            delay = follower.next_delay(got)
         except STORE_FAULTS:
             # A stream is a long-running reader: ride out a store that is away for a while.
             ctx.metrics.store_errors += 1
             yield ": the store is unavailable; still trying\n\n"
             last_sent = loop.time()
-            delay = min(delay * 2, 5.0)
+            delay = outage.next()
         if ctx.closing.is_set():
             return  # the server is shutting down: the client reconnects with Last-Event-ID
         if loop.time() - last_sent >= ctx.keepalive_s:

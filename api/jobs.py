@@ -1,4 +1,5 @@
-"""Job routes: submit, list, show, and the four acts. Each calls runtime/control, as the CLI verbs do.
+"""Job routes: submit, list, show, and the four acts. Each calls runtime/control, as the CLI verbs do;
+the act routes are made from the acts table (runtime/act_table.py), one a verb.
 
 HTTP codes from the runtime's answers: an act that changed the run, or found
 the same request pending (`already_requested`), is 200 (202 for a cancel a
@@ -9,14 +10,18 @@ DESIGN.md's transitions say); an unknown run is 404.
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path as FsPath
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from swarmkit.runtime import control
+from swarmkit.runtime.act_table import ACTS, VERBS, Act
 from swarmkit.runtime.errors import FlowError
 from swarmkit.runtime.flow import Flow, load_flow, parse_inputs
 from swarmkit.runtime.text import plain_lines
@@ -107,45 +112,53 @@ async def show(request: Request, job_id: str = RunId, _actor: str = Depends(read
     return await view_of(request, await control.resolve_run(ctx.store, job_id))
 
 
-async def answer(request: Request, action: str, res: control.ActResult) -> JSONResponse:
+async def answer(request: Request, act: Act, res: control.ActResult) -> JSONResponse:
     assert res.job is not None  # every act on a run that exists names it
     job = res.job
     if not res.changed and not res.already:
         raise Refused(plain_lines(res.message), job.display_status())
     ctx = ctx_of(request)
     hint = None
-    if res.changed and action in ("resume", "approve") and ctx.worker is None:
-        if await control.live_worker_count(ctx.store, ctx.settings.lease_s) == 0:
-            hint = control.no_worker_hint(job.short_id)
+    if act.wants_worker(res) and ctx.worker is None:
+        hint = await control.no_worker_warning(ctx.store, job.short_id, ctx.settings.lease_s) or None
     body = ActAnswer(
-        job_id=job.id, action=action, changed=res.changed, already_requested=res.already, detail=plain_lines(res.message),
+        job_id=job.id, action=act.verb, changed=res.changed, already_requested=res.already, detail=plain_lines(res.message),
         status=job.status, display_status=job.display_status(),
         stop_requested_at=rfc3339(job.stop_requested_at) if job.stop_requested_at else None,
         stop_requested_by=job.stop_requested_by, hint=hint, job=await view_of(request, job),
     )
-    return JSONResponse(body.model_dump(), status_code=202 if action == "cancel" and job.status == RUNNING else 200)
+    return JSONResponse(body.model_dump(), status_code=202 if act.host_carries_out and job.status == RUNNING else 200)
 
 
 _ACTED: dict[int | str, dict[str, Any]] = {200: {"model": ActAnswer}, 202: {"model": ActAnswer, "description": "a cancel its host is carrying out"}}
 
-
-@router.post("/jobs/{job_id}/stop", response_model=ActAnswer, summary="Stop at the next agent boundary, or now (interrupting the node in flight); resumable")
-async def stop(request: Request, job_id: str = RunId, body: StopBody | None = None, actor: str = Depends(operator)) -> JSONResponse:
-    now = body.now if body is not None else False
-    return await answer(request, "stop", await control.stop(ctx_of(request).store, job_id, actor=actor, now=now))
-
-
-@router.post("/jobs/{job_id}/resume", response_model=ActAnswer, summary="Queue a stopped, deferred or lost run for a worker")
-async def resume(request: Request, job_id: str = RunId, actor: str = Depends(operator)) -> JSONResponse:
-    return await answer(request, "resume", await control.resume(ctx_of(request).store, job_id, actor=actor))
-
-
-@router.post("/jobs/{job_id}/approve", response_model=ActAnswer, summary="Approve a run waiting at a gate")
-async def approve(request: Request, job_id: str = RunId, actor: str = Depends(operator)) -> JSONResponse:
-    return await answer(request, "approve", await control.approve(ctx_of(request).store, job_id, actor=actor))
+# What the act routes have of their own: each one's body (the act's flags), its summary, its other answers.
+# What they call and what they say is the acts table's (runtime/act_table.py). In the order they are routed.
+_ROUTED: dict[str, tuple[type[BaseModel] | None, str, dict[int | str, dict[str, Any]] | None]] = {
+    "stop": (StopBody, "Stop at the next agent boundary, or now (interrupting the node in flight); resumable", None),
+    "resume": (None, "Queue a stopped, deferred or lost run for a worker", None),
+    "approve": (None, "Approve a run waiting at a gate", None),
+    "cancel": (CancelBody, "End a run for good", _ACTED),
+}
+assert set(_ROUTED) == set(VERBS)
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=ActAnswer, responses=_ACTED, summary="End a run for good")
-async def cancel(request: Request, job_id: str = RunId, body: CancelBody | None = None, actor: str = Depends(operator)) -> JSONResponse:
-    keep = body.keep if body is not None else False
-    return await answer(request, "cancel", await control.cancel(ctx_of(request).store, job_id, keep=keep, actor=actor))
+def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awaitable[JSONResponse]]:
+    """`POST /jobs/{job_id}/<verb>`: the act on the run, with the body's flags (all false when there is no body)."""
+
+    async def route(request: Request, job_id: str, actor: str, body: BaseModel | None = None) -> JSONResponse:
+        options = body.model_dump() if body is not None else {}
+        return await answer(request, act, await act.run(ctx_of(request).store, job_id, actor=actor, **options))
+
+    P = inspect.Parameter
+    params = [P("request", P.POSITIONAL_OR_KEYWORD, annotation=Request), P("job_id", P.POSITIONAL_OR_KEYWORD, annotation=str, default=RunId)]
+    if body_type is not None:
+        params.append(P("body", P.POSITIONAL_OR_KEYWORD, annotation=body_type | None, default=None))
+    params.append(P("actor", P.POSITIONAL_OR_KEYWORD, annotation=str, default=Depends(operator)))
+    route.__signature__ = inspect.Signature(params, return_annotation=JSONResponse)  # type: ignore[attr-defined]
+    route.__name__ = route.__qualname__ = act.verb  # the OpenAPI operation id: stop_jobs__job_id__stop_post
+    return route
+
+
+for _verb, (_body, _summary, _responses) in _ROUTED.items():
+    router.post(f"/jobs/{{job_id}}/{_verb}", response_model=ActAnswer, responses=_responses, summary=_summary)(_act_route(ACTS[_verb], _body))

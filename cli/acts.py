@@ -1,4 +1,5 @@
-"""`swarmkit stop | approve | resume | cancel RUN_ID`: the four acts on one run, each one conditional UPDATE in control.py."""
+"""`swarmkit stop | approve | resume | cancel RUN_ID`: the four acts on one run, as runtime/act_table.py has them
+(what each calls, whether it warns without a worker); here only their help and their flags."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see com
 if TYPE_CHECKING:
     from swarmkit.store import Store
 
-ACTS = {
+# Each verb's help: (summary, description, examples), in the order of the table's VERBS (tests/test_act_table.py
+# holds them to it). The table itself is imported by the act, not by `swarmkit --help`: it costs that typing.
+HELP = {
     "stop": (
         "stop a run at its next agent boundary (resumable)",
         "Ask a run to stop before its next agent. The agent in flight finishes; the run is then stopped, "
@@ -37,7 +40,7 @@ ACTS = {
 
 
 def add_parsers(sub) -> None:
-    for name, (summary, description, examples) in ACTS.items():
+    for name, (summary, description, examples) in HELP.items():
         p = verb(sub, name, summary, description, examples)
         add_store(p)
         add_run_id(p)
@@ -49,27 +52,26 @@ def add_parsers(sub) -> None:
 
 
 async def cmd_act(args) -> int:
-    from swarmkit.runtime import control
+    from swarmkit.runtime.act_table import ACTS as TABLE
+    from swarmkit.runtime.act_table import no_worker_warning
     from swarmkit.runtime.settings import Settings
     from swarmkit.runtime.text import plain_lines
 
+    act = TABLE[args.verb]
+    # The door's flags: --now (stop) and --keep (cancel).
+    options = {k: getattr(args, k) for k in ("now", "keep") if hasattr(args, k)}
+
     async def go(store: Store) -> int:
-        if args.verb == "stop":
-            res = await control.stop(store, args.run_id, now=args.now)
-        elif args.verb == "cancel":
-            res = await control.cancel(store, args.run_id, keep=args.keep)
-        elif args.verb == "approve":
-            res = await control.approve(store, args.run_id)
-        else:
-            res = await control.resume(store, args.run_id)
+        res = await act.run(store, args.run_id, **options)
         # What was done goes to stdout; a refusal and a warning to stderr, where scripts look for them.
         if res.code == ExitCode.OK:
             print(plain_lines(res.message))
         else:
             err(res.message)
-        if res.changed and args.verb in ("approve", "resume"):
-            if await control.live_worker_count(store, Settings.from_env().lease_s) == 0:
-                err("warning: " + control.no_worker_hint(res.job.short_id if res.job else args.run_id))
+        if act.wants_worker(res):
+            warning = await no_worker_warning(store, res.job.short_id if res.job else args.run_id, Settings.from_env().lease_s)
+            if warning:
+                err("warning: " + warning)
         return res.code
 
     return await with_store(args, go)

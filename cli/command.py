@@ -28,7 +28,7 @@ VERB_MODULES = (run, worker, acts, logs, status, audit, notifications, db, serve
 
 def _module_of(name: str):
     """The module that adds verb `name`'s parser, or None for a word that is no verb."""
-    if name in acts.ACTS:
+    if name in acts.HELP:
         return acts
     return {m.__name__.rsplit(".", 1)[1]: m for m in VERB_MODULES if m is not acts}.get(name)
 
@@ -64,7 +64,7 @@ def _commands() -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
     return {
         "run": run.cmd_run,
         "worker": worker.cmd_worker,
-        **{name: acts.cmd_act for name in acts.ACTS},
+        **{name: acts.cmd_act for name in acts.HELP},
         "logs": logs.cmd_logs,
         "status": status.cmd_status,
         "audit": audit.cmd_audit,

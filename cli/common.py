@@ -122,15 +122,16 @@ async def open_store(args) -> Store:
 
 
 async def riding_out(read: Callable[[], Awaitable[T]], say: Callable[[BaseException], str], for_s: float | None = None) -> T:
-    """`read()`, again after each transient store fault (said once, `say(fault)`, on stderr), with a
-    pause that doubles up to 5 s; for ever, or for `for_s` seconds, after which the fault is raised."""
+    """`read()`, again after each transient store fault (said once, `say(fault)`, on stderr), with the
+    outage backoff (runtime/backoff.py); for ever, or for `for_s` seconds, after which the fault is raised."""
     import asyncio
     import time
 
+    from swarmkit.runtime.backoff import Backoff
     from swarmkit.store.engine import is_store_fault
 
     deadline = None if for_s is None else time.monotonic() + for_s
-    delay, said = 0.3, False
+    backoff, said = Backoff(), False
     while True:
         try:
             return await read()
@@ -144,8 +145,7 @@ async def riding_out(read: Callable[[], Awaitable[T]], say: Callable[[BaseExcept
             if not said:
                 err(say(exc))
                 said = True
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(backoff.next())
 
 
 async def _opened(args) -> Store:

@@ -112,34 +112,30 @@ async def _follow(store: Store, args, job_id: str, short_id: str, after: int, li
     import asyncio
 
     from swarmkit.runtime import control
+    from swarmkit.runtime.backoff import Backoff
     from swarmkit.runtime.event_follower import EventFollower
     from swarmkit.runtime.settings import Settings
     from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
-    from swarmkit.store.models import QUEUED, RUNNING
 
     settings = Settings.from_env()
     follower = EventFollower(job_id, after, slow=0.3)
     outage: str | None = None
-    outage_delay = 0.3
+    backoff = Backoff()
     while True:
         try:
             got = await follower.poll(store)
             _print([e for e in got.events if cutoff is None or e.at >= cutoff], line)
             if outage is not None:
                 err(f"the store answers again; following {short_id}")
-                outage, outage_delay = None, 0.3
+                outage = None
+                backoff.reset()
             if got.more:
                 continue
             if not args.follow:
                 return ExitCode.OK
             current = got.job
-            if current is None or current.status not in (QUEUED, RUNNING):
-                # One more read: events written just before the end.
-                while True:
-                    last = await follower.poll(store)
-                    _print(last.events, line)
-                    if not last.more:
-                        break
+            if got.ended:
+                _print(await follower.rest(store), line)  # events written just before the end
                 if args.output != "json":
                     print(f"-- {short_id} is {current.status if current else 'gone'} --")
                 return ExitCode.OK
@@ -153,5 +149,5 @@ async def _follow(store: Store, args, job_id: str, short_id: str, after: int, li
             if outage is None:
                 outage = describe_db_error(exc, store.loc)
                 err(f"lost the store ({outage}); trying again")
-            delay, outage_delay = outage_delay, min(outage_delay * 2, 5.0)
+            delay = backoff.next()
         await asyncio.sleep(delay)

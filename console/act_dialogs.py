@@ -133,7 +133,7 @@ def act_confirmation(act: Act, targets: list[Target], now: datetime) -> Confirma
 
 
 def confirmation(act: Act, targets: list[Target], now: datetime) -> Confirmation:
-    if act.verb in ("cancel", "cancel_keep"):
+    if act.rule.names_workspaces:
         return cancel_confirmation(targets, act.keep, now)
     return act_confirmation(act, targets, now)
 

@@ -52,7 +52,7 @@ class ActRunner:
             return
         what = act.verb.replace("_", " ")
         try:
-            targets, missing = await screen.link.shielded(self._read(run_ids, act.verb.startswith("cancel")))
+            targets, missing = await screen.link.shielded(self._read(run_ids, act.rule.names_workspaces))
         except Exception as exc:
             if screen.closing:
                 return
@@ -106,16 +106,13 @@ class ActRunner:
             self.screen.app.push_screen(ConfirmDialog(summary.split("\n")[0], outcome_lines(outcomes), [], back_label="OK"))
 
     async def _worker_hint(self, act: Act, outcomes: list[Outcome]) -> str:
-        queued = [o for o in outcomes if o.result is not None and o.result.changed and act.verb in ("resume", "approve")]
+        queued = [o for o in outcomes if o.result is not None and act.rule.wants_worker(o.result)]
         if not queued:
             return ""
         try:
-            store = await self.screen.link.get()
-            if await control.live_worker_count(store, self.screen.config.lease_s) > 0:
-                return ""
+            return await control.no_worker_warning(await self.screen.link.get(), queued[0].short_id, self.screen.config.lease_s)
         except Exception:  # the hint is a courtesy: the act itself is done
             return ""
-        return control.no_worker_hint(queued[0].short_id)
 
     async def _one(self, act: Act, run_id: str) -> Outcome:
         """One act through the runtime's control functions."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarmkit.runtime import control
+from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.flow import load_flow
 from swarmkit.store import Store
 from swarmkit.store.queries import get_job
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-inside")
     args = p.parse_args(argv)
     asyncio.run(direct(args.store, args.workspace, args.stop_early, args.stop_in_flight, args.stop_inside))
-    return 0
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

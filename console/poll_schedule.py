@@ -7,6 +7,8 @@ from collections.abc import Callable
 
 from textual.timer import Timer
 
+from swarmkit.runtime.backoff import CAP_S, Backoff
+
 # A poll that takes longer than this is reported: the store may be locked.
 SLOW_POLL_S = 3.0
 
@@ -18,7 +20,8 @@ class PollSchedule:
         self.interval = interval
         self._set_timer = set_timer
         self._poll = poll
-        self.failures = 0  # polls failed in a row
+        # After failures, the store's one outage backoff (runtime/backoff.py), from the interval up.
+        self._backoff = Backoff(interval, max(interval, min(CAP_S, interval * 10)))
         self.retry_delay: float | None = None  # the delay before the next try, while failing
         self.polling_since: float | None = None  # monotonic start of the poll in flight
         self._again = False
@@ -45,17 +48,20 @@ class PollSchedule:
         """The poll's read is over (good or bad); what it read is applied after."""
         self.polling_since = None
 
+    @property
+    def failures(self) -> int:
+        """Polls failed in a row."""
+        return self._backoff.failures
+
     def finished(self, ok: bool, soon: bool = False) -> None:
         """Arm the next poll: the interval after a good one (`soon`: 50 ms, the rest of a partial
         first read); after failures, doubling up to a cap."""
         if ok:
-            self.failures = 0
+            self._backoff.reset()
             self.retry_delay = None
             delay = 0.05 if soon else self.interval
         else:
-            self.failures += 1
-            cap = max(self.interval, min(5.0, self.interval * 10))
-            delay = min(cap, self.interval * 2 ** min(self.failures - 1, 8))
+            delay = self._backoff.next()
             self.retry_delay = round(delay, 1)
         if self._again:
             self._again = False

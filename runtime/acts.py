@@ -381,11 +381,3 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
             return ActResult(DONE, False, f"{sid} is {job.status}; nothing to cancel.", job)
         job = await reload_run(store, job.id)
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the cancel; try again.", job)
-
-
-def no_worker_hint(short_id: str) -> str:
-    """What to say after a resume or approve when no worker watches the store."""
-    return (
-        "no live worker is watching this store: start one with `swarmkit worker`, "
-        f"or host it here with `swarmkit run --resume {short_id}`."
-    )

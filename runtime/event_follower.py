@@ -1,4 +1,5 @@
-"""Following a run's events: the one reader behind `swarmkit logs -f` and the console's log view.
+"""Following a run's events: the one reader behind `swarmkit logs -f`, the console's log view and
+the HTTP API's event stream, and the one rule for when a run has ended (`FollowedBatch.ended`).
 
 Events are read by id, after the last one given: after a lost connection or a
 reconnect nothing is given twice and nothing is skipped. While lines keep
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from swarmkit.store.statuses import QUEUED, RUNNING
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
@@ -28,6 +31,12 @@ class FollowedBatch:
     events: list[EventRecord]
     job: JobRecord | None  # the run's row as read with the events (None: gone)
     more: bool  # a full batch: more events are already waiting
+
+    @property
+    def ended(self) -> bool:
+        """Whether following is over: the run is gone, or its hosting ended (any status but queued or
+        running; a stopped or deferred run may be resumed later, and is followed anew)."""
+        return self.job is None or self.job.status not in (QUEUED, RUNNING)
 
 
 class EventFollower:
@@ -47,6 +56,16 @@ class EventFollower:
         if events:
             self.last_id = events[-1].id
         return FollowedBatch(events, job, len(events) == batch)
+
+    async def rest(self, store: Store) -> list[EventRecord]:
+        """Once `ended`: the events written with the ending that the read which saw it may have missed
+        (each statement of it sees its own snapshot on PostgreSQL), to the last."""
+        rest: list[EventRecord] = []
+        while True:
+            got = await self.poll(store)
+            rest += got.events
+            if not got.more:
+                return rest
 
     def next_delay(self, got: FollowedBatch | None) -> float:
         """How long to wait before the next poll, after one that gave `got` (None: it failed)."""

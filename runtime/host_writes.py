@@ -18,6 +18,7 @@ from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
 from swarmkit.store import Store, is_transient
 from swarmkit.store.models import RUNNING, UTCDateTime, checkpoints, events, jobs
 
+from .backoff import Backoff
 from .errors import FencedError
 from .settings import Settings
 
@@ -115,7 +116,7 @@ async def retry_transient(settings: Settings, op: Callable[[], Awaitable[T]], on
     every other fault are raised at once)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(2 * settings.heartbeat_s, 0.6 * settings.lease_s)
-    delay = 0.05
+    backoff = Backoff(0.05, 1.0)  # the outage backoff, tighter: a host's lease is running
     while True:
         try:
             return await op()
@@ -126,5 +127,4 @@ async def retry_transient(settings: Settings, op: Callable[[], Awaitable[T]], on
                 raise
             if on_retry is not None:
                 on_retry(exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            await asyncio.sleep(backoff.next())

@@ -20,10 +20,14 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
 
+def audit_row(actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> dict[str, Any]:
+    """The audit envelope: one row of `audit` as `S.INSERT_AUDIT` takes it (on an async connection,
+    `record_audit`; a sync one executes the statement with this row itself)."""
+    return {"b_at": at or store_now(), "b_actor": actor, "b_action": action, "b_job_id": job_id, "b_detail": json.dumps(detail or {}, sort_keys=True)}
+
+
 async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> None:
-    await conn.execute(
-        S.INSERT_AUDIT, {"b_at": at or store_now(), "b_actor": actor, "b_action": action, "b_job_id": job_id, "b_detail": json.dumps(detail or {}, sort_keys=True)}
-    )
+    await conn.execute(S.INSERT_AUDIT, audit_row(actor, action, job_id, detail, at))
 
 
 def storable(text: str) -> str:
