@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -67,6 +66,8 @@ def retry_dead(conn: Connection, ids: list[int] | None, *, actor: str, now: date
     from swarmkit.store.models import notifications as n
     from swarmkit.store.named import S
 
+    from .journal import audit_row
+
     query = select(d.c.id, d.c.state, d.c.notification_id, d.c.event_id, d.c.job_id, d.c.receiver, d.c.attempts)
     query = query.where(d.c.state == DEAD) if ids is None else query.where(d.c.id.in_(ids))
     rows = {r.id: r for r in conn.execute(query.order_by(d.c.id))}
@@ -84,6 +85,6 @@ def retry_dead(conn: Connection, ids: list[int] | None, *, actor: str, now: date
             continue
         conn.execute(update(n).where(n.c.id == row.notification_id).values(delivered_at=None))
         detail = {"delivery": rid, "event_id": row.event_id, "receiver": row.receiver, "attempts": row.attempts}
-        conn.execute(S.INSERT_AUDIT, {"b_at": now, "b_actor": actor, "b_action": "notification.retried", "b_job_id": row.job_id, "b_detail": json.dumps(detail, sort_keys=True)})
+        conn.execute(S.INSERT_AUDIT, audit_row(actor, "notification.retried", row.job_id, detail, now))
         outcome[rid] = "retried"
     return outcome
