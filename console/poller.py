@@ -19,6 +19,9 @@ date row by row (`HeldRuns`, held_runs.py): a poll costs what changed, not
 what is held. Whatever it holds after a poll must agree with the marker's
 counts; when it does not (a row was deleted, or written by a host whose clock
 lags ours by more than SKEW), everything is read again. Measured in bench/console_poll.py.
+
+The poller decides what a poll reads (`PollPlan`) and folds in what it read; the
+reads themselves, in their one transaction, are poll_read.py's (`read_poll`).
 """
 
 from __future__ import annotations
@@ -33,28 +36,13 @@ from datetime import datetime, timedelta
 from swarmkit.runtime.report import clock_warning
 from swarmkit.store.clock import store_now
 from swarmkit.store.lite import LiteStore
-
-# Written against named statements (store/reads.py): the first poll runs them on a lite store,
-# before SQLAlchemy is loaded (first paint; issue 12).
-from swarmkit.store.reads import (
-    ChangeMarker,
-    change_marker,
-    count_live_workers,
-    current_counts,
-    get_job,
-    get_jobs,
-    jobs_changed_after,
-    lease_expired,
-    list_jobs,
-    running_active_since,
-    skewed_workers,
-    updated_between,
-)
-from swarmkit.store.records import STALL_AFTER, JobRecord
+from swarmkit.store.reads import ChangeMarker
+from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import ACTIVE_STATUSES, RUNNING
 from swarmkit.store.transactions import connect
 
 from .held_runs import HeldRuns
+from .poll_read import SKEW, PollPlan, PollRead, read_poll
 from .store_link import PollStore, StoreLink
 
 log = logging.getLogger("swarmkit.console")
@@ -67,10 +55,9 @@ LINGER = timedelta(minutes=10)
 # Now and then read everything again: catches what the counts cannot (a row
 # changed in place by a writer whose clock lags ours by more than SKEW).
 FULL_EVERY_S = 30.0
-SKEW = timedelta(seconds=5)
 # The first read of a poller takes the newest this many active runs and ended
 # ones: a screenful (a terminal of up to 100 lines), shown at once; the next poll,
-# right after it, reads everything (first paint on a 100,000-run store; issue 12).
+# right after it, reads everything (the first paint of a large store waits for no more).
 # Each row read before the first frame is made into a record, a table row and its
 # cells: no more of them than the screen can show.
 PEEK = 100
@@ -98,39 +85,6 @@ class Snapshot:
     # The running runs a stop was asked of (their ETA's node durations are read for them), newest
     # first: the poller keeps them indexed, so no poll walks every active run to find them.
     stop_asked: tuple[JobRecord, ...] = ()
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What a poll's transaction needs to know of the poller; decided on the loop, read on the store thread."""
-
-    text_filter: str | None
-    full: bool
-    check_lease: bool
-    lease_s: float
-    now: datetime  # the console's clock, for whether a worker is live
-    previous: ChangeMarker | None
-    expect: tuple[int, int] | None  # (active, window) the cache holds, unfiltered only
-    window_after: datetime | None
-    event_since: datetime | None
-    focus: str | None
-    peek: bool = False  # the first read: the newest PEEK runs of each kind
-
-
-@dataclass
-class _Read:
-    lease_expired: bool = False
-    marker: ChangeMarker | None = None
-    full: bool = False
-    rows: list[JobRecord] = field(default_factory=list)  # full: everything shown; else: what changed
-    counts: dict[str, int] | None = None  # full reads: the active statuses, and the runs ended within LINGER
-    running: list[JobRecord] = field(default_factory=list)
-    focus: JobRecord | None = None
-    workers: int = 0
-    narrow: list[tuple[str, datetime]] = field(default_factory=list)  # (id, updated_at) of the skew window
-    skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
-    shown_counts: dict[str, int] = field(default_factory=dict)  # filtered full reads: the store's stopping/cancelling/stalled
-    partial: bool = False  # a peek that did not hold everything
 
 
 class Poller:
@@ -263,14 +217,14 @@ class Poller:
             stop_asked=self.held.stop_asked(),
         )
 
-    def _plan(self, text_filter: str | None) -> _Plan:
+    def _plan(self, text_filter: str | None) -> PollPlan:
         full = (
             self._marker is None
             or text_filter != self._filter
             or time.monotonic() - self._last_full > FULL_EVERY_S
         )
         unfiltered = not full and text_filter is None
-        return _Plan(
+        return PollPlan(
             text_filter=text_filter,
             full=full,
             check_lease=self.detect_lost,
@@ -281,74 +235,23 @@ class Poller:
             window_after=self.held.window_after if unfiltered else None,
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
-            peek=not self._peeked and text_filter is None,  # as in _poll
+            peek=PEEK if not self._peeked and text_filter is None else 0,  # as in _poll
         )
 
-    async def _read(self, store: PollStore, plan: _Plan) -> _Read:
+    async def _read(self, store: PollStore, plan: PollPlan) -> PollRead:
         if store.loc.is_sqlite:
             # A deferred BEGIN: every statement reads the same snapshot.
-            return await store.run_read(lambda conn: self._tx(conn, plan))
+            return await store.run_read(lambda conn: read_poll(conn, plan, self.held))
         async with connect(store.engine) as conn:
             # PostgreSQL's default READ COMMITTED gives each statement a
             # snapshot of its own; the counts must agree with the rows.
             conn = await conn.execution_options(isolation_level="REPEATABLE READ")
             async with conn.begin():
-                return await conn.run_sync(lambda c: self._tx(c, plan))
-
-    def _tx(self, conn, plan: _Plan) -> _Read:
-        """One poll's reads, in one transaction. Runs on the store's thread: reads the poller, never changes it."""
-        got = _Read()
-        if plan.check_lease and lease_expired(conn, plan.lease_s):
-            got.lease_expired = True
-            return got
-        marker = change_marker(conn, plan.window_after)
-        got.marker = marker
-        prev = plan.previous
-        full = plan.full or prev is None or prev.latest is None or marker.latest is None
-        if not full:
-            assert prev is not None and prev.latest is not None and marker.latest is not None
-            if plan.text_filter is not None:
-                # The cache holds what matches; SQL applies the filter again on any change.
-                full = marker.latest != prev.latest or marker.active != prev.active
-            elif marker.latest == prev.latest:
-                # Nothing moved the newest update; yet a deleted row, or a row
-                # written with a lagging clock, shows in the counts.
-                full = (marker.active, marker.window) != plan.expect
-            else:
-                # What changed since the newest update seen last time, whole;
-                # and the updates just before it (a write that committed late,
-                # or came from a lagging clock), narrow first: most are held already.
-                changed = jobs_changed_after(conn, prev.latest)
-                got.narrow = updated_between(conn, prev.latest - SKEW, prev.latest)
-                cache = self.held
-                missed = [job_id for job_id, at in got.narrow if (held := cache.get(job_id)) is None or held.updated_at != at]
-                got.rows = changed + get_jobs(conn, missed)
-        if full:
-            got.full = True
-            limit = PEEK if plan.peek else None
-            got.rows = list_jobs(
-                conn, include_ended=True, ended_limit=min(PEEK, self.ended_bound) if plan.peek else self.ended_bound,
-                text_filter=plan.text_filter, stall_cutoff=plan.now - STALL_AFTER, active_limit=limit,
-            )
-            if plan.peek:
-                active = sum(1 for j in got.rows if j.status in ACTIVE_STATUSES)
-                got.partial = active < marker.active or len(got.rows) - active >= min(PEEK, self.ended_bound)
-            got.counts = current_counts(conn, plan.now - self.linger)
-            if plan.text_filter is not None:
-                from swarmkit.store.queries import shown_running_counts  # built with SQLAlchemy, as a filter is
-
-                got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
-        elif plan.event_since is not None:
-            got.running = running_active_since(conn, plan.event_since)
-        if plan.focus is not None:
-            got.focus = get_job(conn, plan.focus)
-        got.workers = count_live_workers(conn, plan.lease_s, plan.now)
-        got.skewed = skewed_workers(conn, plan.lease_s, plan.now)
-        return got
+                return await conn.run_sync(lambda c: read_poll(c, plan, self.held))
 
     # --- what the poller holds ---------------------------------------------------
 
-    def _take(self, got: _Read, text_filter: str | None, read_at: datetime) -> tuple[int, int]:
+    def _take(self, got: PollRead, text_filter: str | None, read_at: datetime) -> tuple[int, int]:
         """Fold one poll's reads into the cache and the counts; returns how many rows were read (all, whole)."""
         assert got.marker is not None
         whole = len(got.rows) + len(got.running) + (1 if got.focus is not None else 0)
