@@ -1,7 +1,8 @@
-"""The main screen: the run table, its header and detail pane, and the poll loop.
+"""The main screen: the run table, its header and banner, the poll loop and the view's keys.
 
 The acts are a table of their own (acts.py), carried out by act_runner.py;
-when the next poll runs is poll_schedule.py's.
+when the next poll runs is poll_schedule.py's; the detail pane of the run under
+the cursor is detail_screen.py's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from swarmkit.store.engine import is_store_fault
 from swarmkit.store.records import JobRecord
 from swarmkit.widgets.filter_box import FilterBox
 from swarmkit.widgets.key_bar import KeyBar
-from swarmkit.widgets.run_detail import DetailSection, RunDetail
+from swarmkit.widgets.run_detail import RunDetail
 from swarmkit.widgets.run_row import RunRow
 from swarmkit.widgets.run_table import RunTable
 from swarmkit.widgets.safe_text import safe
@@ -35,27 +36,24 @@ from .act_commands import ActCommands
 from .acting_screen import ActingScreen, problem_text
 from .burn_meter import BurnMeter
 from .config import ConsoleConfig
+from .detail_screen import DetailScreen
 from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
-from .run_views import clock_time, detail_data, detail_sections, run_row
+from .run_views import clock_time, run_row
 from .store_link import StoreLink
 from .usual_durations import UsualDurations
 
 log = logging.getLogger("swarmkit.console")
 
-# How often the detail of a queued run is read again though its row did not change (workers that cannot load it say so in events).
-QUEUED_DETAIL_EVERY_S = 3.0
-
-
-class MainScreen(ActingScreen):
+class MainScreen(DetailScreen):
     """Watches one store and acts on its runs."""
 
     COMMANDS = {ActCommands}
     BINDINGS = ActingScreen.ACT_BINDINGS + [
         Binding("l", "logs", "Logs", id="view.logs"),
         # A priority binding: run as the app reads the key, before it hands the keys read with it
-        # to the widget focused then. Typed fast or pasted, "/stopping" went to the table, and its
-        # `s` stopped the run under the cursor (by hand, under tmux).
+        # to the widget focused then. Else, typed fast or pasted, "/stopping" goes to the table, and its
+        # `s` stops the run under the cursor.
         Binding("slash", "filter", "Filter", key_display="/", id="view.filter", priority=True),
         Binding("e", "toggle_ended", "Ended", id="view.ended"),
         Binding("d", "toggle_detail", "Detail", id="view.detail"),
@@ -86,10 +84,6 @@ class MainScreen(ActingScreen):
         self.last_message = ""
         self._last_ok_at: datetime | None = None
         self.schedule = PollSchedule(config.poll_interval, self.set_timer, self._poll)
-        self._detail_key: str | None = None
-        self._detail_dirty = False
-        self._detail_busy = False
-        self._sections: dict[str, tuple[datetime, tuple[DetailSection, ...], float]] = {}  # by run: updated_at, sections, monotonic read time
         self._row_at: datetime | None = None  # the time the table's rows are shown at
         self._applied_at: float | None = None  # monotonic time of the last poll applied
         self._unmounted = False
@@ -194,7 +188,7 @@ class MainScreen(ActingScreen):
         # poller says which it read again; after a full read, any may have), and
         # makes theirs when they come into view. A poll that
         # changed nothing hands back the very records of the last: then
-        # nothing here walks every run (2,000 active: bench/console_render.py).
+        # nothing here walks every run (bench/console_render.py).
         self._row_at = snap.at
         # The same runs as the last poll (some of them changed): their records are swapped in.
         same_runs = self._shown_jobs is not None and (snap.jobs is self._shown_jobs or snap.runs_version == self._runs_version)
@@ -323,86 +317,11 @@ class MainScreen(ActingScreen):
         banner.update(text)
         banner.display = True
 
-    # --- selection and detail -------------------------------------------------------
-
-    @property
-    def selected(self) -> JobRecord | None:
-        # A worker that finishes while the app closes may ask after the table is gone.
-        key = None if self.closing else self.part(RunTable).selected_key
-        return self.jobs.get(key) if key else None
-
-    @on(RunTable.RowHighlighted)
-    def _row_highlighted(self, event: RunTable.RowHighlighted) -> None:
-        self._selection_changed()
+    # --- selection ----------------------------------------------------------------
 
     @on(RunTable.RowSelected)
     def _row_selected(self, event: RunTable.RowSelected) -> None:
         self.action_logs()
-
-    def _selection_changed(self) -> None:
-        detail = self.part(RunDetail)
-        if not detail.display:
-            self.poller.focus = None
-            return
-        job = self.selected
-        # The poll re-reads the row the detail shows: its heartbeat moves
-        # without touching updated_at.
-        self.poller.focus = job.id if job is not None else None
-        if job is None:
-            detail.show(None, "no run selected" if self.jobs else "no runs shown")
-            return
-        cached = self._sections.get(job.id)
-        # A queued run's row does not change when a worker says it cannot load it: look again, every
-        # few seconds (each poll, it was a fifth of the console's idle CPU with a queued run selected).
-        if cached is not None and cached[0] == job.updated_at and (job.status != "queued" or time.monotonic() - cached[2] < QUEUED_DETAIL_EVERY_S):
-            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
-            return
-        if cached is not None:
-            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
-        self._detail_key = job.id
-        self._detail_dirty = True
-        if not self._detail_busy:
-            self._load_detail()
-
-    async def _read_detail(self, key: str):
-        store = await self.link.get()
-        # Loaded with the store (SQLAlchemy): the first frame needs none of them.
-        from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
-
-        def read(conn):
-            job = get_job(conn, key)
-            recent = events_before(conn, key, None, 50) if job is not None and job.status == "queued" else []
-            return job, checkpoints_for(conn, key), audit_for(conn, key), workspaces_for(conn, [key])[key], recent
-
-        # One transaction through run_read, as the poll reads: on SQLite the console's
-        # first screen makes no async engine (see Store.engine).
-        return await store.run_read(read)
-
-    @work(group="detail")
-    async def _load_detail(self) -> None:
-        self._detail_busy = True
-        try:
-            while self._detail_dirty and not self.closing:
-                self._detail_dirty = False
-                key = self._detail_key
-                if key is None:
-                    continue
-                try:
-                    job, cps, trail, wss, recent = await self.link.shielded(self._read_detail(key))
-                except Exception as exc:  # shown in the banner by the next poll
-                    log.info("reading detail of %s failed: %s", key[:8], exc)
-                    continue
-                if job is None or self.closing:
-                    continue
-                sections = detail_sections(cps, trail, wss, recent, steps=job.steps)
-                self._sections[key] = (job.updated_at, sections, time.monotonic())
-                if len(self._sections) > 64:
-                    self._sections.pop(next(iter(self._sections)))
-                shown = self.jobs.get(key, job)
-                if self.selected is not None and self.selected.id == key:
-                    self.part(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown)))
-        finally:
-            self._detail_busy = False
 
     # --- view actions ---------------------------------------------------------------
 
@@ -411,11 +330,6 @@ class MainScreen(ActingScreen):
         self.say("showing every recent run, ended ones too" if self.show_ended else "showing active runs and those that ended lately")
         self._refresh_header()
         self.poll_now()
-
-    def action_toggle_detail(self) -> None:
-        detail = self.query_one(RunDetail)
-        detail.display = not detail.display
-        self._selection_changed()
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
