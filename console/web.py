@@ -227,6 +227,7 @@ def make_server(
 
 def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     from swarmkit.store import StoreUrlError, resolve_store
+    from swarmkit.store.store_location import named_store
 
     # --port and --poll are checked as they are parsed (swarmkit.cli.quantities).
     args = build_serve_parser().parse_args(argv)
@@ -266,8 +267,9 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
     # The sessions find the store through the environment, not their command
     # line: a store URL's password stays out of every process list.
     if args.store is not None:
-        raw = args.store.strip()
-        os.environ["SWARMKIT_STORE"] = raw if "://" in raw else str(Path(raw).expanduser().resolve())
+        # As the store's one rule reads it here: a relative path means this folder's file, not the session's.
+        named = named_store(args.store, args.workspace)
+        os.environ["SWARMKIT_STORE"] = str(named.sqlite_file) if named.sqlite_file is not None else named.url_text or ""
     # And the token stays with the server: no session needs it.
     os.environ.pop(TOKEN_ENV, None)
     command = console_command(workspace, read_only=not args.allow_acts, poll=args.poll)

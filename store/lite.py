@@ -31,10 +31,9 @@ from .named import Statement
 from .store_errors import StoreError
 from .store_location import (
     SQLITE_BUSY_TIMEOUT_S,
-    STORE_ENV,
     StoreLocation,
-    default_sqlite_path,
     folder_is_read_only,
+    named_store,
     read_only_location,
     sqlite_file_uri,
     sqlite_read_only_query,
@@ -70,20 +69,10 @@ class SqliteFile:
 def lite_location(store: str | None = None, workspace: str | os.PathLike | None = None) -> StoreLocation | None:
     """Where `resolve_store` would find a SQLite file, when it is plainly one; None otherwise (PostgreSQL,
     a URL with options): such a store opens as a full `Store`. tests/test_lite_store.py holds the two alike."""
-    ws = Path(workspace if workspace is not None else os.getcwd()).resolve()
-    raw = store or os.environ.get(STORE_ENV) or None
-    if raw is None:
-        return StoreLocation(SqliteFile(str(default_sqlite_path(ws))), ws)  # type: ignore[arg-type]
-    raw = raw.strip()
-    if "://" not in raw:
-        path = Path(raw).expanduser()
-    elif raw.startswith("sqlite:///") and not any(ch in raw for ch in "?#%@"):
-        path = Path(raw.removeprefix("sqlite:///")).expanduser()
-        if str(path) in ("", ".", ":memory:"):
-            return None
-    else:
+    named = named_store(store, workspace)
+    if named.sqlite_file is None:
         return None
-    return StoreLocation(SqliteFile(str(path.resolve())), ws)  # type: ignore[arg-type]
+    return StoreLocation(SqliteFile(str(named.sqlite_file)), named.workspace)  # type: ignore[arg-type]
 
 
 # --- running a compiled statement -------------------------------------------------------

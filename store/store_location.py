@@ -67,20 +67,45 @@ def default_sqlite_path(workspace: Path) -> Path:
     return workspace / STORE_DIRNAME / STORE_FILENAME
 
 
-def resolve_store(store: str | None = None, workspace: str | os.PathLike | None = None) -> StoreLocation:
-    """`--store` wins, then `SWARMKIT_STORE`, then SQLite in the workspace."""
-    from sqlalchemy.engine import URL, make_url
-    from sqlalchemy.exc import ArgumentError
+@dataclass(frozen=True)
+class NamedStore:
+    """Which store the operator means, read from the words alone (no URL parsed yet)."""
 
+    workspace: Path
+    # The SQLite file the words plainly name (none given, a bare path, `sqlite:///PATH` with no options) ...
+    sqlite_file: Path | None
+    # ... else the URL to parse (PostgreSQL, or SQLite with options).
+    url_text: str | None
+
+
+def named_store(store: str | None = None, workspace: str | os.PathLike | None = None) -> NamedStore:
+    """The one rule for which store a verb means: `--store` wins, then `SWARMKIT_STORE`, then SQLite in
+    the workspace. A bare path is a SQLite file (the common case for `--store`). Standard library only:
+    `resolve_store` builds the full location from it, and the one-shot verbs' sqlite3 path (lite.py)
+    opens the file it names without loading SQLAlchemy."""
     ws = Path(workspace if workspace is not None else os.getcwd()).resolve()
     raw = store or os.environ.get(STORE_ENV) or None
     if raw is None:
-        return StoreLocation(URL.create("sqlite+aiosqlite", database=str(default_sqlite_path(ws))), ws)
+        return NamedStore(ws, default_sqlite_path(ws), None)
     raw = raw.strip()
     if "://" not in raw:
-        # A bare path is taken as a SQLite file, the common case for `--store`.
-        path = Path(raw).expanduser().resolve()
-        return StoreLocation(URL.create("sqlite+aiosqlite", database=str(path)), ws)
+        return NamedStore(ws, Path(raw).expanduser().resolve(), None)
+    plain = raw.removeprefix("sqlite:///") if raw.startswith("sqlite:///") and not any(ch in raw for ch in "?#%@") else None
+    if plain not in (None, "", ".", ":memory:"):
+        return NamedStore(ws, Path(plain).expanduser().resolve(), None)  # type: ignore[arg-type]
+    return NamedStore(ws, None, raw)
+
+
+def resolve_store(store: str | None = None, workspace: str | os.PathLike | None = None) -> StoreLocation:
+    """The store's location: `named_store`'s choice, its URL parsed and checked."""
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
+    named = named_store(store, workspace)
+    ws = named.workspace
+    if named.sqlite_file is not None:
+        return StoreLocation(URL.create("sqlite+aiosqlite", database=str(named.sqlite_file)), ws)
+    raw = named.url_text or ""
     try:
         url = make_url(raw)
     except (ArgumentError, ValueError) as exc:
