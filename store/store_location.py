@@ -92,7 +92,7 @@ def named_store(store: str | None = None, workspace: str | os.PathLike | None = 
         return NamedStore(ws, Path(raw).expanduser().resolve(), None)
     plain = raw.removeprefix("sqlite:///") if raw.startswith("sqlite:///") and not any(ch in raw for ch in "?#%@") else None
     if plain not in (None, "", ".", ":memory:"):
-        return NamedStore(ws, Path(plain).expanduser().resolve(), None)  # type: ignore[arg-type]
+        return NamedStore(ws, Path(plain).expanduser().resolve(), None)
     return NamedStore(ws, None, raw)
 
 
