@@ -323,7 +323,7 @@ def serving(cli: Cli, tmp_path: Path):
 # the ways this suite starts one (SLOW_WORDS). The rest run in this process: store, flows, the
 # console under Textual's pilot, `Cli.call`.
 SLOW_FIXTURES = {"cli", "serving", "pgbouncer", "pgbouncer_url", "own_pg"}
-SLOW_WORDS = ("Cli(", "Served(", "subprocess", "Popen", ".start(", "WorkerProc", "PtyReader", "run_on_pty", "_start_demo", "loaded(", "SWARMKIT,", "console_argv")
+SLOW_WORDS = ("Cli(", "Served(", "subprocess", "Popen", ".start(", "WorkerProc", "PtyReader", "run_on_pty", "_start_demo", "loaded(", "SWARMKIT,", "console_argv", "Round(")
 _slow_source: dict[Any, bool] = {}
 
 
