@@ -211,6 +211,9 @@ def python_stack(pid: int, timeout: float = 30) -> str | None:
     return ran.stdout if ran.returncode == 0 and ran.stdout.strip() else None
 
 
+ABORTED = "--- no py-spy stack: sent it SIGABRT; faulthandler (PYTHONFAULTHANDLER=1) writes every thread's stack on its stderr"
+
+
 def stuck_report(pid: int, what: str, abort: bool = False) -> str:
     """What a child that overstayed is doing, said before anyone kills it.
 
@@ -228,7 +231,7 @@ def stuck_report(pid: int, what: str, abort: bool = False) -> str:
     if not stack and abort:
         try:
             os.kill(pid, signal.SIGABRT)
-            parts.append("--- no py-spy stack: sent it SIGABRT; faulthandler (PYTHONFAULTHANDLER=1) writes every thread's stack on its stderr")
+            parts.append(ABORTED)
         except ProcessLookupError:
             pass
     return "\n".join(parts)
@@ -264,6 +267,8 @@ def overstayed(proc: subprocess.Popen, timeout: float, what: str) -> Stuck:
     """`proc` did not end within `timeout`: say what it is doing (stuck_report), end it, and return
     the exception to raise, whose message holds the report and the stacks it printed."""
     report = stuck_report(proc.pid, what, abort=True)
+    if ABORTED not in report:
+        proc.kill()  # py-spy had its stack: nothing to wait for
     out: Any = None
     err: Any = None
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from .conftest import Cli, child_env, hold, write_flow
-from .helpers import stuck_report
+from .helpers import ABORTED, stuck_report
 
 TOKENS = {
     "ops": ("operate", "ops-secret-0123456789abcdef"),
@@ -70,10 +70,11 @@ class Served:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 report = stuck_report(self.proc.pid, f"swarmkit serve, {timeout:g} s after SIGTERM", abort=True)
-                try:
-                    self.proc.wait(10)  # a SIGABRT ends it once faulthandler has written the stacks
-                except subprocess.TimeoutExpired:
-                    pass
+                if ABORTED in report:
+                    try:
+                        self.proc.wait(10)  # a SIGABRT ends it once faulthandler has written the stacks
+                    except subprocess.TimeoutExpired:
+                        pass
                 try:
                     os.killpg(self.proc.pid, signal.SIGKILL)  # and whatever of its group is left
                 except ProcessLookupError:
