@@ -203,13 +203,19 @@ class DataTableRunTable(DataTable):
             self.refresh_visible()
 
 
-def use() -> None:
-    """Make the console build this table (the screen looks its table class up by name)."""
+def swap_table(table: type) -> None:
+    """Make the console build and find its run table as `table`: every screen that names the class by module global."""
     import swarmkit.console.acting_screen as acting_screen
+    import swarmkit.console.detail_screen as detail_screen
     import swarmkit.console.main_screen as main_screen
 
-    main_screen.RunTable = DataTableRunTable  # type: ignore[misc]
-    acting_screen.RunTable = DataTableRunTable  # type: ignore[misc]  (its acts find the table by class too)
+    for module in (main_screen, acting_screen, detail_screen):
+        module.RunTable = table  # type: ignore[attr-defined]
+
+
+def use() -> None:
+    """Make the console build this table (the screen looks its table class up by name)."""
+    swap_table(DataTableRunTable)
 
 
 def use_blank(after_s: float = 2.5) -> None:

@@ -70,7 +70,7 @@ import time
 from pathlib import Path
 
 import _benchlib as B
-from _datatable_table import DataTableRunTable
+from _datatable_table import DataTableRunTable, swap_table
 from sqlalchemy import bindparam, update
 
 from swarmkit.console.app import make_app
@@ -119,11 +119,7 @@ class _Paint:
 
 def use_table(kind: str) -> None:
     """Make the console build its run table of this kind (the screen looks the class up by name)."""
-    import swarmkit.console.acting_screen as acting_screen
-    import swarmkit.console.main_screen as main_screen
-
-    main_screen.RunTable = TABLES[kind]  # type: ignore[misc]
-    acting_screen.RunTable = TABLES[kind]  # type: ignore[misc]  (its acts find the table by class too)
+    swap_table(TABLES[kind])
 
 
 async def first_paint_in_process(url: str, ws: str) -> tuple[float, float]:
