@@ -127,8 +127,24 @@ def check_whole(loc: StoreLocation) -> None:
     emptied while its id says a store was there, or not a database at all: before SQLite opens it,
     because opening a store whose WAL holds pages checkpoints them into it and deletes the WAL when
     the process closes it, even after SQLite has found the file malformed. The files stay as they are,
-    for whoever restores them."""
+    for whoever restores them.
+
+    Once per file and process, before this process opens it: POSIX locks belong to the process, and
+    closing any descriptor of a file drops every lock the process holds on it. Reading the store or
+    its -shm here while this process's SQLite connections hold their locks dropped them: a console's
+    act was written and then lost, and its polls read "disk I/O error"."""
     db, id_file = _paths(loc)
+    if str(db) in _CHECKED:
+        return
+    _check_whole(loc, db, id_file)
+    _CHECKED.add(str(db))
+
+
+# The store files this process has checked (and may since hold SQLite's locks on).
+_CHECKED: set[str] = set()
+
+
+def _check_whole(loc: StoreLocation, db: Path, id_file: Path) -> None:
     got = _head(db)
     if got is None:
         return

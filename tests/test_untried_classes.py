@@ -874,3 +874,44 @@ def test_an_empty_file_with_no_trace_of_a_store_is_where_a_new_store_is_made(tmp
     res = subprocess.run(swarmkit_argv("run", f"sqlite:///{other}/.swarmkit/store.db", str(tmp_path / "one.toml"), str(other)), cwd=other, env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode == 1 and "is empty (0 bytes)" in res.stderr and not has_traceback(res.stderr), res.stderr
     assert files_of(other / ".swarmkit") == before
+
+
+def test_checking_a_store_never_drops_this_processs_own_locks(tmp_path: Path):
+    """POSIX locks belong to the process: closing any descriptor of a file drops all of them. The damage
+    check reads the store and its -shm without SQLite, so it runs once per file and process, before
+    the process opens it; run again while a connection of this process reads, it let another process
+    truncate the WAL under that reader (under load a console's act was written, then lost, and its
+    polls read "disk I/O error")."""
+    import sqlite3
+
+    from swarmkit.store import identity
+    from swarmkit.store.store_location import resolve_store
+
+    db = tmp_path / "store.db"
+    loc = resolve_store(str(db), tmp_path)
+    identity.check_whole(loc)  # as a process's first open does, before it holds any lock
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("CREATE TABLE t (x)")
+    writer.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(50)])
+    reader = sqlite3.connect(db, isolation_level=None)
+    reader.execute("BEGIN")
+    assert reader.execute("SELECT count(*) FROM t").fetchone() == (50,)
+    writer.execute("INSERT INTO t VALUES (50)")  # a frame the reader's snapshot does not hold
+    # A file that looks cut short (as one mid-checkpoint does under load), so that the check looks at the
+    # -shm's locks; made by another process, since this one's own open and close would drop its locks.
+    grow = "import sys; open(sys.argv[1], 'ab').write(bytes(2 * 65536 + 100))"  # pages in neither the file's count nor the WAL
+    subprocess.run([os.sys.executable, "-c", grow, str(db)], timeout=60, check=True)
+    checkpoint = "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)').fetchone()[0])"
+
+    def blocked() -> bool:
+        out = subprocess.run([os.sys.executable, "-c", checkpoint, str(db)], capture_output=True, text=True, timeout=60, check=True).stdout
+        return out.strip() == "1"  # busy: a reader of this process still holds its place in the WAL
+
+    assert blocked(), "the reader's lock does not hold even before the check"
+    try:
+        identity.check_whole(loc)  # another Store.open in this process, as a console's act makes
+    except identity.StoreDamaged:
+        pass  # what it says of the grown file is not the point: what it did to this process's locks is
+    assert blocked(), "the check dropped this process's locks: another process could truncate the WAL under its reader"
+    reader.execute("COMMIT")
