@@ -12,7 +12,7 @@ from .quantities import YEAR_S, BadValue, number
 
 # The longest lease a host may hold: a year. A host writes its lease on the rows it claims, and
 # every judge adds it to a heartbeat in SQL: a lease of inf, nan or 1e13 s (past PostgreSQL's
-# intervals, about 9.2e12 s) made every judge of the store fail "interval out of range" (2026-12-05).
+# intervals, about 9.2e12 s) would make every judge of the store fail "interval out of range".
 MAX_LEASE_S = YEAR_S
 # The most log text a run may write: a pebibyte is no cap anyone meant to reach.
 MAX_LOG_CAP_BYTES = float(2**50)

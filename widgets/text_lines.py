@@ -30,8 +30,8 @@ _Key = tuple[str, tuple, object]
 
 def under_style(text: Text, console: Console, base: Style) -> Style:
     """`base` with a Text's own style over it. Text.render leaves a Text's own style to its caller
-    (for a Text without spans it yields bare segments): the run table drew every status in the
-    plain text colour for it, from 2026-12-01 to 2026-12-02."""
+    (for a Text without spans it yields bare segments): without this, the run table would draw every
+    status in the plain text colour."""
     own = console.get_style(text.style) if isinstance(text.style, str) else text.style
     return base + own if own else base
 
