@@ -107,7 +107,7 @@ class Sampler:
         try:
             # One sample more once the round is done: the connections it opened are still held then
             # (PgBouncer keeps its pool's). A round of 0.4 s on a loaded machine fell between two
-            # samples, and its peak read 0 (CI, 2026-12-05).
+            # samples, and its peak read 0.
             while True:
                 await self._sample(conn)
                 if done.is_set():

@@ -98,8 +98,13 @@ def test_the_fleet_bench_runs_direct_and_through_pgbouncer(tmp_path: Path):
             assert r["skipped"] is None, text[-3000:]
             assert (r["lost"], r["faulted"]) == (0, 0), text[-3000:]
             assert r["completed"] >= 1 and r["completed"] + r["statuses"].get("stopped", 0) == r["runs"], text[-3000:]
-            assert r["server_peak"] >= 1 and r["boundary"], text[-3000:]
-            if mode == "pgbouncer":
+            assert r["boundary"], text[-3000:]
+            if mode == "direct":
+                assert r["server_peak"] >= 1, text[-3000:]
+            else:
+                # Through PgBouncer the server connections are the pooler's, opened and closed by it,
+                # and a sample four times a second of a round this short may find none held (seen on
+                # an idle machine): what the fleet holds is its clients' connections to PgBouncer.
                 assert r["client_peak"] >= r["workers"], text[-3000:]
             for pid in r["pids"]:
                 cmdline = Path(f"/proc/{pid}/cmdline")
