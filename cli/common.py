@@ -71,6 +71,15 @@ def add_output(p: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> 
     p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
+def add_notify(p: argparse.ArgumentParser) -> None:
+    """--notify, for every verb that delivers the store's notifications (worker, serve)."""
+    p.add_argument(
+        "--notify", action="append", metavar="URL",
+        help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
+        "(secret: SWARMKIT_NOTIFY_SECRET; SWARMKIT_NOTIFY_TIMEOUT, SWARMKIT_NOTIFY_ATTEMPTS; see `swarmkit notifications`)",
+    )
+
+
 def add_log_format(p: argparse.ArgumentParser) -> None:
     """`--log-format` of a hosting verb (`worker`, `serve`): how runtime/log_lines.py's LogLines prints."""
     p.add_argument("--log-format", choices=FORMATS, default="text", help="text: each line after its RFC 3339 UTC time (default); json: one JSON object a line")
@@ -217,4 +226,4 @@ def describe_store_fault(exc: BaseException, args) -> str:
     return describe_db_error(exc, loc)
 
 
-__all__ = ["ExitCode", "add_output", "add_run_id", "add_store", "add_workspace", "duration", "err", "open_store", "verb", "with_store"]
+__all__ = ["ExitCode", "add_notify", "add_output", "add_run_id", "add_store", "add_workspace", "duration", "err", "open_store", "verb", "with_store"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_log_format, add_store, add_workspace, verb, with_store
+from .common import add_log_format, add_notify, add_store, add_workspace, verb, with_store
 from .quantities import MAX_CONCURRENCY, Count, Port
 
 
@@ -31,11 +31,7 @@ def add_parsers(sub) -> None:
         "--cors-origin", action="append", default=[], metavar="ORIGIN",
         help="an origin whose pages may call this API from a browser, e.g. https://dash.example.com (repeatable; default: none, CORS off)",
     )
-    p.add_argument(
-        "--notify", action="append", metavar="URL",
-        help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
-        "(secret: SWARMKIT_NOTIFY_SECRET; SWARMKIT_NOTIFY_TIMEOUT, SWARMKIT_NOTIFY_ATTEMPTS; see `swarmkit notifications`)",
-    )
+    add_notify(p)
     add_log_format(p)
 
 

@@ -6,7 +6,7 @@ import signal
 
 from swarmkit.runtime.log_lines import LogLines
 
-from .common import ExitCode, add_log_format, add_store, add_workspace, verb, with_store
+from .common import ExitCode, add_log_format, add_notify, add_store, add_workspace, verb, with_store
 from .quantities import MAX_CONCURRENCY, Count
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
@@ -25,11 +25,7 @@ def add_parsers(sub) -> None:
     add_store(p)
     add_workspace(p)
     p.add_argument("--concurrency", type=Count(1, MAX_CONCURRENCY), default=4, metavar="N", help="runs hosted at once (default 4)")
-    p.add_argument(
-        "--notify", action="append", metavar="URL",
-        help="POST signed JSON to URL when a run defers, stops, faults, goes lost, fails or completes; repeatable, one receiver each "
-        "(secret: SWARMKIT_NOTIFY_SECRET; SWARMKIT_NOTIFY_TIMEOUT, SWARMKIT_NOTIFY_ATTEMPTS; see `swarmkit notifications`)",
-    )
+    add_notify(p)
     add_log_format(p)
 
 

@@ -9,7 +9,6 @@ without asking) are each refused, and the store shows that nothing happened.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import httpx
 import pytest
 
 from .conftest import Cli, wait_for
+from .helpers import need
 from .serve_helpers import Served, bearer, token_file
 
 JSON = {"Content-Type": "application/json"}
@@ -200,8 +200,7 @@ def test_a_store_that_is_away_is_a_503_naming_no_url(tmp_path: Path):
     is away and the server's log says why."""
     from .pg_instance import PgInstance, pg_bin
 
-    if pg_bin() is None:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)("no PostgreSQL server binaries (initdb, pg_ctl) are installed")
+    need(pg_bin() is not None, "no PostgreSQL server binaries (initdb, pg_ctl) are installed")
     inst = PgInstance().start()
     try:
         url = inst.url.replace("postgres@", "postgres:s3cret-password@")

@@ -265,6 +265,18 @@ def cut(path: Path, how: str) -> None:
         raise AssertionError(how)
 
 
+def _store_and_its_copy(sqlite_url: str, workspace: Path, tmp_path: Path) -> tuple[str, str, Path, Path]:
+    """A store with a WAL (a done run and a running one), and a copy of its files to put back between tries."""
+    done, running = store_with_a_wal(sqlite_url, workspace, tmp_path)
+    folder = workspace / ".swarmkit"
+    base = tmp_path / "base"
+    base.mkdir()
+    for p in folder.iterdir():
+        if p.is_file():
+            shutil.copy2(p, base / p.name)
+    return done, running, folder, base
+
+
 def test_a_cut_short_or_garbled_store_is_refused_in_a_line_and_left_byte_identical(sqlite_url: str, workspace: Path, tmp_path: Path):
     """A SQLite store cut to half, to 100 bytes, to 0 bytes, or with a garbage header, with the -wal and
     -shm a killed host left beside it and without them: `status`, `logs`, `stop`, `run`, `run --detach`,
@@ -275,13 +287,7 @@ def test_a_cut_short_or_garbled_store_is_refused_in_a_line_and_left_byte_identic
     Used to: with a WAL beside a cut-short store, `status` said "database disk image is malformed" and,
     closing, checkpointed the WAL into the damaged file and deleted the WAL and -shm; a 0-byte store whose
     id said a store had been there read as "no store", and `run` made a new, empty store in its place."""
-    done, running = store_with_a_wal(sqlite_url, workspace, tmp_path)
-    folder = workspace / ".swarmkit"
-    base = tmp_path / "base"
-    base.mkdir()
-    for p in folder.iterdir():
-        if p.is_file():
-            shutil.copy2(p, base / p.name)
+    done, running, folder, base = _store_and_its_copy(sqlite_url, workspace, tmp_path)
     flow = write_flow(tmp_path, "one", ONE)
     verbs = [
         swarmkit_argv("status", sqlite_url, str(workspace)),
@@ -330,13 +336,7 @@ def test_a_torn_wal_is_crash_recovery_and_the_store_works(sqlite_url: str, works
     verb works on it, the runs the store file holds are all there, and the store passes an integrity check."""
     from tests.reliability import integrity_check
 
-    done, running = store_with_a_wal(sqlite_url, workspace, tmp_path)
-    folder = workspace / ".swarmkit"
-    base = tmp_path / "base"
-    base.mkdir()
-    for p in folder.iterdir():
-        if p.is_file():
-            shutil.copy2(p, base / p.name)
+    done, running, folder, base = _store_and_its_copy(sqlite_url, workspace, tmp_path)
     flow = write_flow(tmp_path, "one", ONE)
     for how in ("half", "100 bytes", "0 bytes", "garbage header"):
         for p in folder.iterdir():
