@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import SwarmkitError
@@ -18,15 +20,41 @@ from .act_dialogs import Outcome, Target, confirmation, outcome_lines, outcome_s
 from .acts import ACT_BY_VERB, Act
 
 if TYPE_CHECKING:
-    from .main_screen import MainScreen
+    from textual.app import App
+
+    from swarmkit.widgets.run_table import RunTable
+
+    from .config import ConsoleConfig
+    from .store_link import StoreLink
 
 log = logging.getLogger("swarmkit.console")
+
+
+class ActHost(Protocol):
+    """What an act needs of the screen it runs on (the main screen, an ActingScreen): named here so
+    that this module, loaded at the first act, imports no screen."""
+
+    link: StoreLink
+    config: ConsoleConfig
+    actor: str
+    read_only: bool
+    clock: Callable[[], datetime]
+
+    @property
+    def app(self) -> App[Any]: ...
+    @property
+    def closing(self) -> bool: ...
+    def say(self, message: str, severity: str = "information", *, toast: bool = True) -> None: ...
+    def problem_words(self, exc: BaseException) -> str: ...
+    def poll_now(self) -> None: ...
+    def query_one_table(self) -> RunTable: ...
+    def run_worker(self, work: Coroutine[Any, Any, Any], *, group: str) -> Any: ...
 
 
 class ActRunner:
     """One act at a time per key press, each in a worker of the screen's `acts` group."""
 
-    def __init__(self, screen: MainScreen) -> None:
+    def __init__(self, screen: ActHost) -> None:
         self.screen = screen
 
     def start(self, act: Act, run_ids: list[str], *, bulk: bool) -> None:

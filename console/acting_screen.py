@@ -69,9 +69,7 @@ class ActingScreen(Screen):
 
     @cached_property
     def acts(self) -> ActRunner:
-        # Made at the first act: the acts' code (the runtime's control functions, the
-        # dialogs) is no part of the first frame (bench/console_render.py's first paint).
-        from .act_runner import ActRunner
+        from .act_runner import ActRunner  # late: made at the first act, the acts' code (runtime control, dialogs) is no part of the first paint (bench/console_render.py)
 
         return ActRunner(self)  # type: ignore[arg-type]
 

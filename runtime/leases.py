@@ -59,6 +59,7 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
     from sqlalchemy import and_, update
     from sqlalchemy.exc import OperationalError
 
+    from swarmkit.store import liveness
     from swarmkit.store.lite import LiteStore
     from swarmkit.store.models import jobs
 
@@ -67,7 +68,7 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
     if isinstance(store, LiteStore):
         # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.
         store = await store.full_store()
-    lapsed = clock.stale(jobs, sqlite)
+    lapsed = liveness.stale(jobs, sqlite)
     marked: list[str] = []
     for row in stale:
         if hosting and hosting.get(row.id) == row.epoch:

@@ -18,12 +18,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    # Imported where a statement is built: a one-shot verb on SQLite reads the time without SQLAlchemy.
-    from sqlalchemy import Connection, Table
-    from sqlalchemy.sql.elements import ColumnElement
+from typing import Any
 
 # How long an anchor is trusted before it is measured again: the boot clock
 # and the server's drift apart by parts per million, a few milliseconds a day.
@@ -67,16 +62,10 @@ def anchor_due() -> bool:
     return anchor is None or boot_clock() - anchor[1] > RESYNC_S
 
 
-def sync_from(conn: Connection) -> None:
-    """Anchor the store's time on the server's (PostgreSQL); on SQLite there is nothing to ask."""
+def anchor(server: datetime, t0: float, t1: float) -> None:
+    """Anchor the store's time on the server's (PostgreSQL): `server` was read between boot clock
+    readings `t0` and `t1` (store.py asks it); the round trip is halved."""
     global _anchor
-    if conn.dialect.name == "sqlite":
-        return
-    from sqlalchemy import text
-
-    t0 = boot_clock()
-    server = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
-    t1 = boot_clock()
     if server.tzinfo is None:
         server = server.replace(tzinfo=UTC)
     _anchor = (server.astimezone(UTC) + timedelta(seconds=(t1 - t0) / 2), t1)
@@ -91,38 +80,6 @@ def forget() -> None:
 def beat() -> dict[str, Any]:
     """The values a heartbeat stamps: the store's time, and the boot clock for a one-machine store."""
     return {"heartbeat_at": store_now(), "heartbeat_mono": boot_clock()}
-
-
-def stale(table: Table, sqlite: bool) -> ColumnElement[bool]:
-    """`table`'s heartbeat is older than the age given to `age_params` (a lapsed lease, a gone worker),
-    and older than the row's own `lease_s` where its host gave one: the longer lease decides.
-
-    A host fences itself by its own lease; a judge with a shorter one (a console, `swarmkit status`
-    started with another SWARMKIT_LEASE) marked its healthy runs lost while their agents still
-    worked (migration 0006)."""
-    from sqlalchemy import and_, bindparam, literal_column, or_
-    from sqlalchemy.types import Interval
-
-    from .models import UTCDateTime
-
-    lease = table.c.lease_s
-    by_wall = table.c.heartbeat_at < bindparam("b_cutoff", type_=UTCDateTime())
-    if not sqlite:
-        its_own = table.c.heartbeat_at + lease * literal_column("interval '1 second'", Interval()) < bindparam("b_now", type_=UTCDateTime())
-        return and_(by_wall, or_(lease.is_(None), its_own))
-    mono = table.c.heartbeat_mono
-    # Spelled so that no branch is NULL: NOT (NULL OR ...) would hide a live row.
-    lapsed = and_(mono < bindparam("b_mono_cutoff"), or_(lease.is_(None), mono + lease < bindparam("b_mono_now")))
-    return or_(
-        and_(mono.is_not(None), or_(lapsed, mono > bindparam("b_mono_future"))),
-        and_(mono.is_(None), by_wall),  # a row stamped before migration 0003 (no lease of its own either)
-    )
-
-
-def fresh(table: Table, sqlite: bool) -> ColumnElement[bool]:
-    from sqlalchemy import and_, not_
-
-    return and_(table.c.heartbeat_at.is_not(None), not_(stale(table, sqlite)))
 
 
 def age_params(age_s: float, sqlite: bool, now: datetime | None = None) -> dict[str, Any]:

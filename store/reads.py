@@ -66,7 +66,7 @@ def list_jobs(
     A filter matches the shown status."""
     out: list[JobRecord] = []
     if text_filter:
-        from .queries import list_jobs_stmts  # built for each filter: SQLAlchemy
+        from .shown_filter import list_jobs_stmts  # late: built with SQLAlchemy, which a one-shot verb without a filter never loads
 
         for stmt in list_jobs_stmts(include_ended, ended_limit, text_filter, stall_cutoff, active_limit):
             out.extend(_job(r) for r in conn.execute(stmt))

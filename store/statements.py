@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Boolean, DateTime, Float, TypeDecorator, bindparam, column, func, insert, select, table, text, type_coerce, update
 from sqlalchemy.sql.base import Executable
 
-from . import clock
+from . import clock, liveness
 from .models import (
     ACTIVE_STATUSES,
     NODE_BOUNDS,
@@ -95,14 +95,14 @@ _STALE_COLS = (
     jobs.c.id, jobs.c.epoch, jobs.c.cancel_requested_at, jobs.c.cancel_keep, jobs.c.cancel_requested_by,
     jobs.c.host, jobs.c.pid, jobs.c.heartbeat_at, jobs.c.flow, jobs.c.current_node,
 )
-STALE_RUNNING = select(*_STALE_COLS).where(jobs.c.status == RUNNING, clock.stale(jobs, False))
-STALE_RUNNING_SQLITE = select(*_STALE_COLS).where(jobs.c.status == RUNNING, clock.stale(jobs, True))
+STALE_RUNNING = select(*_STALE_COLS).where(jobs.c.status == RUNNING, liveness.stale(jobs, False))
+STALE_RUNNING_SQLITE = select(*_STALE_COLS).where(jobs.c.status == RUNNING, liveness.stale(jobs, True))
 
 
 def _skew(sqlite: bool):
     return (
         select(workers.c.host, workers.c.clock_offset_s)
-        .where(workers.c.stopped_at.is_(None), clock.fresh(workers, sqlite), func.abs(workers.c.clock_offset_s) > clock.SKEW_WARN_S)
+        .where(workers.c.stopped_at.is_(None), liveness.fresh(workers, sqlite), func.abs(workers.c.clock_offset_s) > clock.SKEW_WARN_S)
         .order_by(func.abs(workers.c.clock_offset_s).desc())
     )
 
@@ -133,10 +133,10 @@ RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(jobs.c.status == RUNNING, jobs.c
 ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(_ACTIVE)).group_by(jobs.c.status)
 # Counted by the reader, not by GROUP BY: grouping makes SQLite walk the status index instead of the updated_at range.
 ENDED_SINCE = select(jobs.c.status).where(jobs.c.updated_at >= bindparam("b_since", type_=UTCDateTime()), jobs.c.status.not_in(_ACTIVE))
-LEASE_EXPIRED = select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, False)).limit(1)
-LEASE_EXPIRED_SQLITE = select(jobs.c.id).where(jobs.c.status == RUNNING, clock.stale(jobs, True)).limit(1)
-LIVE_WORKERS = select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, False))
-LIVE_WORKERS_SQLITE = select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), clock.fresh(workers, True))
+LEASE_EXPIRED = select(jobs.c.id).where(jobs.c.status == RUNNING, liveness.stale(jobs, False)).limit(1)
+LEASE_EXPIRED_SQLITE = select(jobs.c.id).where(jobs.c.status == RUNNING, liveness.stale(jobs, True)).limit(1)
+LIVE_WORKERS = select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), liveness.fresh(workers, False))
+LIVE_WORKERS_SQLITE = select(func.count()).select_from(workers).where(workers.c.stopped_at.is_(None), liveness.fresh(workers, True))
 
 # --- a node's usual duration: a flow's newest runs (ix_jobs_flow_created), then their
 # boundaries of one node (ix_events_node_bounds, partial: no log line is visited) --------

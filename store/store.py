@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 if TYPE_CHECKING:
@@ -184,7 +184,9 @@ class Store:
         """Measure the store's clock again when the last measure is a minute old (PostgreSQL only)."""
         if not self.loc.is_sqlite and clock.anchor_due():
             async with self.read() as conn:
-                await conn.run_sync(clock.sync_from)
+                t0 = clock.boot_clock()
+                server = (await conn.execute(text("SELECT clock_timestamp()"))).scalar_one()
+                clock.anchor(server, t0, clock.boot_clock())
 
     async def close(self) -> None:
         if self.inline:

@@ -7,7 +7,7 @@ worker's healthy runs lost while their agents still worked (a host fences
 itself by its own lease, not by the judge's). The host now says its lease
 where it claims the run (`jobs.lease_s`) and where it registers
 (`workers.lease_s`), and whoever judges waits for the longer of that and its
-own (`store.clock.stale`). NULL (a row no host of this revision claimed):
+own (`store.liveness.stale`). NULL (a row no host of this revision claimed):
 the judge's own. A host older than this revision that claims a run leaves
 the lease of the run's previous host on it: a judge then waits for the
 longer of that and its own, never less than before this revision.
