@@ -43,7 +43,7 @@ def err(msg: str) -> None:
     """An error or a warning: on stderr, once, with its password hidden and no control sequence."""
     from swarmkit.runtime.echo import say
     from swarmkit.runtime.text import plain_lines
-    from swarmkit.store.engine import masked
+    from swarmkit.store.masking import masked
 
     say(f"{PROG}: {plain_lines(masked(msg))}", sys.stderr)
 
@@ -137,7 +137,7 @@ async def riding_out(read: Callable[[], Awaitable[T]], say: Callable[[BaseExcept
     import time
 
     from swarmkit.runtime.backoff import Backoff
-    from swarmkit.store.engine import is_store_fault
+    from swarmkit.store.store_errors import is_store_fault
 
     deadline = None if for_s is None else time.monotonic() + for_s
     backoff, said = Backoff(), False

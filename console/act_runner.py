@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import SwarmkitError
 from swarmkit.runtime.workspaces import dir_size
-from swarmkit.store.engine import is_store_fault
 from swarmkit.store.reads import get_job, workspaces_for
+from swarmkit.store.store_errors import is_store_fault
 from swarmkit.widgets.confirm_dialog import ConfirmDialog
 
 from .act_dialogs import Outcome, Target, confirmation, outcome_lines, outcome_summary

@@ -22,8 +22,8 @@ from textual.widgets import Input, Static
 from swarmkit.runtime.report import age
 from swarmkit.runtime.run_columns import burn_text
 from swarmkit.runtime.settings import default_actor
-from swarmkit.store.engine import is_store_fault
 from swarmkit.store.records import JobRecord
+from swarmkit.store.store_errors import is_store_fault
 from swarmkit.widgets.filter_box import FilterBox
 from swarmkit.widgets.key_bar import KeyBar
 from swarmkit.widgets.run_detail import RunDetail

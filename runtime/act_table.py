@@ -51,7 +51,7 @@ class Act:
 
     async def run(self, store: Store, ref: str, *, actor: str | None = None, **options: Any) -> ActResult:
         """The act, through the runtime's control function (`options`: a door's flags, e.g. now=, keep=)."""
-        from . import acts  # the acts load at the first act, not with a door
+        from . import acts  # late: the doors read this table to build their parsers and keys; the acts load at the first act
 
         call = getattr(acts, self.verb)
         result: ActResult = await call(store, ref, actor=actor, **{**dict(self.options), **options})
@@ -94,7 +94,7 @@ def no_worker_hint(short_id: str) -> str:
 
 async def no_worker_warning(store: Store, short_id: str, lease_s: float) -> str:
     """The warning after an act that queued a run (`Act.wants_worker`) when no live worker watches the store; "" when one does."""
-    from .leases import live_worker_count
+    from .leases import live_worker_count  # late: as `run` above, the leases load after an act, not with a door
 
     if await live_worker_count(store, lease_s) > 0:
         return ""

@@ -29,6 +29,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from swarmkit.runtime.agent_context import PARKED_EXIT, AgentContext, BadUsage, StopHere, Usage
+from swarmkit.runtime.errors import FlowError
+from swarmkit.runtime.flow import resolve_call
+from swarmkit.runtime.live_usage import USAGE_FILE, append_usage
+
 
 def _write_result(io_dir: Path, result: dict[str, Any]) -> None:
     tmp = io_dir / "result.json.tmp"
@@ -50,11 +55,6 @@ def main(io_dir_arg: str) -> int:
     for entry in reversed(meta.get("sys_path", [])):
         if entry not in sys.path:
             sys.path.insert(0, entry)
-    from swarmkit.runtime.agent_context import PARKED_EXIT, AgentContext, BadUsage, StopHere, Usage
-    from swarmkit.runtime.errors import FlowError
-    from swarmkit.runtime.flow import resolve_call
-    from swarmkit.runtime.live_usage import USAGE_FILE, append_usage
-
     state = json.loads((io_dir / "state.json").read_text(encoding="utf-8"))
 
     def log(line: str) -> None:
@@ -81,7 +81,7 @@ def main(io_dir_arg: str) -> int:
     try:
         result = fn(ctx)
         if inspect.isawaitable(result):
-            import asyncio
+            import asyncio  # late: only an async agent needs an event loop; a sync call starts without one
 
             async def settle(awaitable):
                 return await awaitable

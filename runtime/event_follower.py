@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from swarmkit.store.queries import events_after, get_job
 from swarmkit.store.statuses import QUEUED, RUNNING
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ class EventFollower:
 
     async def poll(self, store: Store) -> FollowedBatch:
         """The events after the last one given, and the run's row, in one read."""
-        from swarmkit.store.queries import events_after, get_job
-
         job_id, after, batch = self.job_id, self.last_id, self.batch
         events, job = await store.run_read(lambda conn: (events_after(conn, job_id, after, batch), get_job(conn, job_id)))
         if events:

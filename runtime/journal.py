@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from swarmkit.store.clock import store_now
-from swarmkit.store.engine import masked
+from swarmkit.store.masking import masked
 from swarmkit.store.named import S
 
 if TYPE_CHECKING:

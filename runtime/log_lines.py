@@ -12,15 +12,13 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from datetime import datetime
 
-# json, logging and datetime are imported where used: the parsers of the hosting verbs take FORMATS from here.
-
 FORMATS = ("text", "json")
 
 
 def utc_stamp(at: datetime | None = None) -> str:
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime  # late: the hosting verbs' parsers take FORMATS from here, and `swarmkit --help` loads no json, logging or records
 
-    from swarmkit.store.records import rfc3339
+    from swarmkit.store.records import rfc3339  # late: as above
 
     return rfc3339(at or datetime.now(UTC))
 
@@ -34,22 +32,22 @@ class LogLines:
 
     def __call__(self, message: str, level: str = "info") -> str:
         if self.fmt == "json":
-            import json
+            import json  # late: as above
 
             # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
             return json.dumps({"at": utc_stamp(), "level": level, "logger": self.logger, "msg": message})
-        from .text import plain_lines
+        from .text import plain_lines  # late: as above
 
         stamp = utc_stamp()
         return "\n".join(f"{stamp} {line}" for line in plain_lines(message).split("\n"))
 
     def install(self) -> None:
         """Python's logging records in the same format, on the handlers `log_to_stderr` set up."""
-        import json
-        import logging
-        from datetime import UTC, datetime
+        import json  # late: as above
+        import logging  # late: as above
+        from datetime import UTC, datetime  # late: as above
 
-        from swarmkit.store.masking import MaskedFormatter
+        from swarmkit.store.masking import MaskedFormatter  # late: as above
 
         fmt = self.fmt
 
@@ -60,7 +58,7 @@ class LogLines:
                 return f"{utc_stamp(datetime.fromtimestamp(record.created, UTC))} {super().format(record)}"
 
             def _masked(self, record: logging.LogRecord) -> str:
-                from swarmkit.store.masking import masked
+                from swarmkit.store.masking import masked  # late: as above
 
                 text = record.getMessage()
                 if record.exc_info:

@@ -6,8 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from swarmkit.store import masked
 
 from .errors import UsageError
+from .quantities import BadValue, Count
+from .settings import _bad_env, env_number
 
 SECRET_ENV = "SWARMKIT_NOTIFY_SECRET"
 TIMEOUT_ENV = "SWARMKIT_NOTIFY_TIMEOUT"
@@ -37,8 +42,6 @@ class NotifyConfig:
     @property
     def receivers(self) -> dict[str, str]:
         """Each receiver as the store and the logs name it (its URL, password masked) -> its URL."""
-        from swarmkit.store import masked
-
         return {masked(u): u for u in self.urls}
 
 
@@ -47,9 +50,6 @@ class NotifyConfig:
 
 def _count_env(name: str, default: int, most: int) -> int:
     """A whole number from the environment, by the rule of every flag's count (quantities.Count)."""
-    from .quantities import BadValue, Count
-    from .settings import _bad_env
-
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -62,12 +62,6 @@ def _count_env(name: str, default: int, most: int) -> int:
 def notify_config(urls: list[str] | str | None, environ: Mapping[str, str]) -> NotifyConfig | None:
     """What a verb's --notify (repeatable) configures, checked before any work; the secret comes from
     the environment, never argv. Bad timing variables: one line naming the variable, exit 2."""
-    from urllib.parse import urlsplit
-
-    from swarmkit.store import masked
-
-    from .settings import env_number
-
     if isinstance(urls, str):
         urls = [urls]
     urls = [u for u in urls or () if u]
@@ -99,6 +93,4 @@ def notify_config(urls: list[str] | str | None, environ: Mapping[str, str]) -> N
 
 def shutdown_grace_s() -> float:
     """SWARMKIT_SHUTDOWN_GRACE: how long a worker or `serve` gives its notification attempts in flight once signalled."""
-    from .settings import env_number
-
     return env_number(GRACE_ENV, SHUTDOWN_GRACE_S, most=3600.0)

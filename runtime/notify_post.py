@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
+import ipaddress
+import socket
+import ssl
+import threading
 from collections.abc import Mapping
+from urllib.parse import unquote, urlsplit
+
+from swarmkit.store import masked
+
+from .text import plain
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -25,20 +35,12 @@ class Refused(Exception):
 
 def cleaned(text: str, limit: int = 500) -> str:
     """What a receiver said, as the store keeps it: no password, no control character, bounded."""
-    from swarmkit.store import masked
-
-    from .text import plain
-
     return plain(masked(text), limit)
 
 
 async def _lookup(host: str, port: int) -> list[tuple]:
     """getaddrinfo on a daemon thread: a resolver that hangs is abandoned at the deadline, and
     never joined at exit (the loop's default executor would be)."""
-    import ipaddress
-    import socket
-    import threading
-
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
@@ -80,9 +82,6 @@ async def post(url: str, headers: Mapping[str, str], body: bytes, deadline_s: fl
     answer raises `Refused` with its status (and a 3xx's Location, which is not
     followed); a broken exchange raises OSError or ValueError.
     """
-    import base64
-    from urllib.parse import unquote, urlsplit
-
     parts = urlsplit(url)
     tls = parts.scheme == "https"
     host = parts.hostname
@@ -100,8 +99,6 @@ async def post(url: str, headers: Mapping[str, str], body: bytes, deadline_s: fl
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
     context = None
     if tls:
-        import ssl
-
         context = ssl.create_default_context()
     writer = None
     async with asyncio.timeout(deadline_s):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import timedelta
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see swarmkit.cli.common)
 if TYPE_CHECKING:
@@ -98,8 +99,6 @@ class Duration(Quantity):
     """`90s`, `5m`, `1h30m`, `2d`, as kubectl and docker take them: more than zero, at most a hundred years."""
 
     def parse(self, text: str) -> timedelta:
-        from datetime import timedelta
-
         s = text.strip().lower()
         pos, total = 0, 0.0
         for m in _PART.finditer(s):

@@ -135,7 +135,7 @@ def usual(durations: Sequence[float], samples: int = 20) -> float | None:
     recent = list(durations)[:samples]
     if not recent:
         return None
-    import statistics  # with fractions and decimal under it: only a stopping row asks
+    import statistics  # late: it loads fractions and decimal; only a stopping row asks
 
     return statistics.median(recent)
 

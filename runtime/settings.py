@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
+from .exit_code import ExitCode
 from .quantities import YEAR_S, BadValue, number
 
 # The longest lease a host may hold: a year. A host writes its lease on the rows it claims, and
@@ -33,8 +34,6 @@ def env_number(name: str, default: float, most: float = YEAR_S, unit: str = "sec
 
 def _bad_env(words: str) -> NoReturn:
     """A timing variable that cannot be used: bad usage (exit 2), said in one line."""
-    from .exit_code import ExitCode
-
     print(f"swarmkit: {words}", file=sys.stderr)
     raise SystemExit(ExitCode.USAGE)
 
@@ -102,7 +101,7 @@ def default_actor() -> str:
     if actor:
         return actor
     try:
-        import getpass  # with termios under it: only an act names its actor
+        import getpass  # late: it loads termios; only an act names its actor
 
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers

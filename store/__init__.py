@@ -20,7 +20,7 @@ _WHERE = {
     "Store": "store", "STORE_FAULTS": "store", "describe_db_error": "store", "is_transient": "store",
     "STORE_ENV": "store_location", "StoreError": "store_errors", "StoreLocation": "store_location", "StoreUrlError": "store_errors",
     "masked": "masking", "resolve_store": "store_location",
-    "NoStoreError": "schema", "SchemaTooNewError": "schema", "SchemaTooOldError": "schema",
+    "NoStoreError": "store_errors", "SchemaTooNewError": "store_errors", "SchemaTooOldError": "store_errors",
     "StoreReplaced": "identity",
     "store_now": "clock",
     "JobRecord": "records", "merged_view": "records",
@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from .identity import StoreReplaced
     from .masking import masked
     from .records import JobRecord, merged_view
-    from .schema import NoStoreError, SchemaTooNewError, SchemaTooOldError
     from .statuses import (
         ACTIVE_STATUSES,
         CANCELLED,
@@ -70,5 +69,5 @@ if TYPE_CHECKING:
         TERMINAL_STATUSES,
     )
     from .store import STORE_FAULTS, Store, describe_db_error, is_transient
-    from .store_errors import StoreError, StoreUrlError
+    from .store_errors import NoStoreError, SchemaTooNewError, SchemaTooOldError, StoreError, StoreUrlError
     from .store_location import STORE_ENV, StoreLocation, resolve_store

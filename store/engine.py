@@ -12,21 +12,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from .inline_engine import InlineEngine
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL
 
-# Re-exported: many callers take these two from here.
-from .masking import masked as masked
-from .store_errors import StoreError
-from .store_errors import is_store_fault as is_store_fault
-from .store_location import SQLITE_BUSY_TIMEOUT_S, StoreLocation, sqlite_file_uri, sqlite_read_only_query
+from .inline_engine import InlineEngine
+from .store_errors import NoStoreError, StoreError
+from .store_location import SQLITE_BUSY_TIMEOUT_S, StoreLocation, sqlite_file_uri, sqlite_pragmas, sqlite_read_only_query
 
 if TYPE_CHECKING:
-    # SQLAlchemy is imported where an engine is made: a one-shot verb on SQLite
-    # runs through the standard library's sqlite3 without it (store/lite.py).
-    from sqlalchemy import Engine
-    from sqlalchemy.engine import URL
-
-    # SQLAlchemy's asyncio layer imports the ORM: loaded only where an async engine is made.
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
@@ -47,8 +40,6 @@ def _prepare_sqlite_dir(path: Path) -> None:
 
 
 def _sqlite_url(loc: StoreLocation, driver: str) -> URL:
-    from sqlalchemy.engine import URL
-
     if not loc.read_only:
         return loc.url.set(drivername=driver)
     return URL.create(driver, database=sqlite_file_uri(loc.url.database or ""), query={**sqlite_read_only_query(loc), "uri": "true"})
@@ -72,13 +63,10 @@ def make_engine(
         if create and not loc.read_only:
             _prepare_sqlite_dir(path)
         elif not path.exists():
-            # Where raised: schema loads every compiled statement (named.py), which a caller that only masks or tells a store fault needs none of.
-            from .schema import NoStoreError
-
             raise NoStoreError(f"no store at {path}")
         if inline:
             return cast("AsyncEngine", InlineEngine(make_sync_engine(loc)))
-        from sqlalchemy.ext.asyncio import create_async_engine
+        from sqlalchemy.ext.asyncio import create_async_engine  # late: it loads the ORM, which an inline engine (a one-shot verb) needs none of
 
         engine = create_async_engine(
             _sqlite_url(loc, "sqlite+aiosqlite"),
@@ -88,7 +76,7 @@ def make_engine(
         )
         _install_sqlite_hooks(engine, loc.read_only)
         return engine
-    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.ext.asyncio import create_async_engine  # late: as above
 
     # A host frozen inside a transaction (SIGSTOP, a suspended VM) would keep
     # its row locks for ever: the server's default has no limit, and every
@@ -127,8 +115,6 @@ def make_engine(
 
 
 def _install_broken_protocol_hook(engine: AsyncEngine) -> None:
-    from sqlalchemy import event
-
     # A connection killed mid-query can leave asyncpg's protocol half-way through an
     # operation ("cannot switch to state 12; another operation (2) is in progress"). The
     # dialect does not call that a disconnect, so the pool would hand the same broken
@@ -146,8 +132,6 @@ _PER_TRANSACTION_NO_SCHEMA = "SELECT set_config('idle_in_transaction_session_tim
 
 
 def _install_per_transaction_settings(engine: AsyncEngine, schema: str | None) -> None:
-    from sqlalchemy import event
-
     timeout = str(PG_IDLE_IN_TRANSACTION_MS)
 
     @event.listens_for(engine.sync_engine, "begin")
@@ -161,8 +145,6 @@ def _install_per_transaction_settings(engine: AsyncEngine, schema: str | None) -
 def make_sync_engine(loc: StoreLocation) -> Engine:
     """A stdlib-driver engine on the same SQLite file, for one dedicated thread."""
     assert loc.is_sqlite
-    from sqlalchemy import create_engine
-
     engine = create_engine(
         _sqlite_url(loc, "sqlite+pysqlite"),
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S},
@@ -173,15 +155,7 @@ def make_sync_engine(loc: StoreLocation) -> Engine:
     return engine
 
 
-def sqlite_pragmas(read_only: bool) -> list[str]:
-    """What every connection to a SQLite store runs first (here, and on a lite store: store/lite.py)."""
-    pragmas = [] if read_only else ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"]
-    return pragmas + ["PRAGMA foreign_keys=ON", f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}"]
-
-
 def _install_sqlite_hooks(engine: AsyncEngine | Engine, read_only: bool = False) -> None:
-    from sqlalchemy import Engine, event
-
     sync_engine = cast(Engine, getattr(engine, "sync_engine", engine))
 
     @event.listens_for(sync_engine, "connect")

@@ -10,8 +10,10 @@ itself (`store.db.id`), so that nothing makes a fresh store where one was.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
+import struct
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -105,9 +107,6 @@ def _wal_pages(db: Path, page: int) -> tuple[set[int], int | None]:
 def _checkpointing(db: Path) -> bool:
     """Whether a process holds the WAL's checkpoint lock (byte 121 of the -shm, SQLite's unix VFS): a
     checkpoint writes the header's new page count before the pages that make the file that long."""
-    import fcntl
-    import struct
-
     try:
         fd = os.open(f"{db}-shm", os.O_RDONLY)
     except OSError:

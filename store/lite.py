@@ -26,9 +26,9 @@ from operator import itemgetter
 from pathlib import Path
 
 from . import clock, identity
-from .engine import sqlite_pragmas
 from .named import Statement
-from .store_errors import StoreError
+from .schema import _judge, read_schema
+from .store_errors import NoStoreError, StoreError
 from .store_location import (
     SQLITE_BUSY_TIMEOUT_S,
     StoreLocation,
@@ -36,6 +36,7 @@ from .store_location import (
     named_store,
     read_only_location,
     sqlite_file_uri,
+    sqlite_pragmas,
     sqlite_read_only_query,
 )
 
@@ -249,8 +250,6 @@ class LiteStore:
             loc = read_only_location(loc)
         identity.check_not_gone(loc, False)
         if not path.exists():  # noqa: ASYNC240
-            from .schema import NoStoreError
-
             raise NoStoreError(f"no store at {path}")
         try:
             if loc.read_only:
@@ -264,8 +263,6 @@ class LiteStore:
         try:
             for pragma in sqlite_pragmas(loc.read_only):
                 raw.execute(pragma)
-            from .schema import _judge, read_schema
-
             state = await self.run_read(lambda conn: read_schema(conn, None))  # type: ignore[arg-type]
             if _judge(state, loc.display, create=False, upgrade=False):
                 raise StoreError(f"the store {loc.display} must be migrated first")  # not reached: nothing migrates without create or upgrade
@@ -331,9 +328,9 @@ class LiteStore:
     async def full_store(self) -> Store:
         """A full `Store` on the same file (SQLAlchemy loads now), for what this one does not run."""
         if self._full is None:
-            from sqlalchemy.engine import URL
+            from sqlalchemy.engine import URL  # late: a lost host to mark is rare, and that runs on SQLAlchemy
 
-            from .store import Store
+            from .store import Store  # late: as above
 
             url = URL.create("sqlite+aiosqlite", database=self.loc.url.database)
             loc = dataclasses.replace(self.loc, url=url)
@@ -354,6 +351,6 @@ def _rollback(raw: sqlite3.Connection) -> None:
 
 
 def _fault(exc: BaseException, loc: StoreLocation) -> StoreError:
-    from .store import describe_db_error  # a fault is rare: SQLAlchemy may load to describe it
+    from .store import describe_db_error  # late: a fault is rare; describing it may load SQLAlchemy, which this store never does otherwise
 
     return StoreError(describe_db_error(exc, loc))

@@ -35,7 +35,7 @@ class Statement:
     @property
     def core(self) -> Any:
         """The SQLAlchemy statement itself."""
-        from . import statements
+        from . import statements  # late: the Core statements load SQLAlchemy; a lite store runs their compiled forms
 
         return getattr(statements, self.name)
 

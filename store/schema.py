@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 from .named import S
 from .revisions import MIGRATIONS, head_revision, known_revisions
-from .store_errors import StoreError
+from .store_errors import NoStoreError, SchemaTooNewError, SchemaTooOldError, StoreError
 from .store_location import StoreLocation
 from .transactions import write_tx
 
 if TYPE_CHECKING:
     # SQLAlchemy is imported where PostgreSQL is asked or a store migrated: a lite SQLite
     # store (store/lite.py) reads its schema through named statements without it.
-    from alembic.config import Config
+    from alembic.config import Config  # late: alembic loads only to migrate
     from sqlalchemy import Connection
     from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -36,20 +36,8 @@ if TYPE_CHECKING:
 PG_MIGRATION_LOCK = 0x5357_4B31
 
 
-class SchemaTooNewError(StoreError):
-    pass
-
-
-class SchemaTooOldError(StoreError):
-    pass
-
-
-class NoStoreError(StoreError):
-    """Nothing is there to open, and this verb does not create stores."""
-
-
 def _config() -> Config:
-    from alembic.config import Config
+    from alembic.config import Config  # late: alembic loads only to migrate
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -67,7 +55,7 @@ def _table_names(conn: Connection) -> list[str]:
     """What SQLAlchemy's inspector lists (on SQLite, the same statement by name)."""
     if conn.dialect.name == "sqlite":
         return [r[0] for r in conn.execute(S.SQLITE_TABLES)]
-    from sqlalchemy import inspect
+    from sqlalchemy import inspect  # late: only off SQLite; a lite store reads its tables by name without SQLAlchemy
 
     return inspect(conn).get_table_names()
 
@@ -93,7 +81,7 @@ def read_schema(conn: Connection, schema: str | None = None) -> SchemaState:
     head = head_revision()
     known = set(known_revisions())
     if schema is not None:
-        from sqlalchemy import text
+        from sqlalchemy import text  # late: a named schema is PostgreSQL only; a lite store loads no SQLAlchemy
 
         if not conn.scalar(text("SELECT 1 FROM information_schema.schemata WHERE schema_name = :s"), {"s": schema}):
             return SchemaState(None, head, None, True, False, None)
@@ -146,7 +134,7 @@ def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool, pos
 
 
 def _migrate(conn: Connection, display: str) -> None:
-    from alembic import command
+    from alembic import command  # late: alembic loads only to migrate
 
     if _current_revision(conn, _table_names(conn)) is None:
         _refuse_foreign(sorted(_table_names(conn)), display, conn.dialect.name == "postgresql")
@@ -171,7 +159,7 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool
         raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({state.current or 'empty'}, wanted {state.head}); it cannot be migrated")
     async with write_tx(engine) as conn:
         if not loc.is_sqlite:
-            from sqlalchemy import text
+            from sqlalchemy import text  # late: a migration on PostgreSQL only
 
             await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": PG_MIGRATION_LOCK})
             if loc.schema:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import Boolean, DateTime, Float, TypeDecorator, bindparam, column, func, insert, select, table, text, type_coerce, update
+from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.sql.base import Executable
 
 from . import clock, liveness
@@ -232,8 +233,6 @@ def _kind(type_, dialect, what: str) -> str | None:
 
 def compile_for_sqlite(stmt: Executable) -> tuple[str, dict, dict[str, str], tuple[str, ...], tuple[str | None, ...]]:
     """`stmt` for sqlite3: (SQL with `:name` parameters, constant parameters, bind kinds, result columns, their kinds)."""
-    from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-
     dialect = SQLiteDialect_pysqlite(paramstyle="named")
     compiled = stmt.compile(dialect=dialect)  # type: ignore[attr-defined]
     defaults, kinds = {}, {}

@@ -17,6 +17,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from sqlalchemy.exc import IntegrityError, ProgrammingError
+
 from . import clock, identity
 from .engine import make_engine, make_sync_engine
 from .inline_engine import InlineEngine
@@ -301,8 +303,6 @@ def is_transient(exc: BaseException) -> bool:
 
     Not a constraint violation, not a bad statement: retrying those repeats the fault.
     """
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
-
     if type(exc) is StoreError and exc.__cause__ is not None:
         # What an open that failed says (describe_db_error), over the fault itself: judged by that
         # fault, but a refusal for good (28: credentials, 3D: no such database) is never retried.

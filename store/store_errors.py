@@ -17,6 +17,18 @@ class StoreUrlError(StoreError):
     pass
 
 
+class SchemaTooNewError(StoreError):
+    pass
+
+
+class SchemaTooOldError(StoreError):
+    pass
+
+
+class NoStoreError(StoreError):
+    """Nothing is there to open, and this verb does not create stores."""
+
+
 def is_store_fault(exc: BaseException) -> bool:
     """`isinstance(exc, store.STORE_FAULTS)`, without loading SQLAlchemy for it: an error raised
     before SQLAlchemy loaded is none of its own (the console's first poll runs without it)."""

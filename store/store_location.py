@@ -98,8 +98,8 @@ def named_store(store: str | None = None, workspace: str | os.PathLike | None = 
 
 def resolve_store(store: str | None = None, workspace: str | os.PathLike | None = None) -> StoreLocation:
     """The store's location: `named_store`'s choice, its URL parsed and checked."""
-    from sqlalchemy.engine import URL, make_url
-    from sqlalchemy.exc import ArgumentError
+    from sqlalchemy.engine import URL, make_url  # late: only a full store parses its URL; a one-shot verb on SQLite names its file without SQLAlchemy
+    from sqlalchemy.exc import ArgumentError  # late: as above
 
     named = named_store(store, workspace)
     ws = named.workspace
@@ -208,3 +208,8 @@ def sqlite_read_only_query(loc: StoreLocation) -> dict[str, str]:
         query["immutable"] = "1"
     return query
 
+
+def sqlite_pragmas(read_only: bool) -> list[str]:
+    """What every connection to a SQLite store runs first (here, and on a lite store: store/lite.py)."""
+    pragmas = [] if read_only else ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL"]
+    return pragmas + ["PRAGMA foreign_keys=ON", f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}"]
