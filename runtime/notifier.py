@@ -12,16 +12,14 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING
 
+from swarmkit.store import STORE_FAULTS, describe_db_error
+from swarmkit.store import notification_rows as rows
 from swarmkit.store.clock import store_now
 
-from .notify import DEAD, DELIVERED, PENDING
 from .notify_config import NotifyConfig
 from .notify_post import Refused, cleaned, post, signature
 
 if TYPE_CHECKING:
-    # Only for the annotations: SQLAlchemy's asyncio layer loads the ORM, which no one-shot verb needs.
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
     from swarmkit.store import Store
 
 log = logging.getLogger("swarmkit.notify")
@@ -88,8 +86,6 @@ class Notifier:
         self._wake.set()
 
     async def run(self) -> None:
-        from swarmkit.store import STORE_FAULTS, describe_db_error
-
         try:
             while self._drain_at is None:
                 self._wake.clear()
@@ -139,72 +135,25 @@ class Notifier:
 
     async def _fan_out(self, now: datetime) -> None:
         """A delivery row for each receiver of each notification not yet settled (once: ON CONFLICT DO NOTHING)."""
-        from sqlalchemy import exists, literal, or_, select
-
-        from swarmkit.store.models import notification_deliveries as d
-        from swarmkit.store.models import notifications as n
-
-        missing_any = or_(*(~exists().where(d.c.notification_id == n.c.id, d.c.receiver == r) for r in self.receivers))
         async with self.store.read() as conn:
             # A read first: most polls find nothing to fan out, and take no write lock for it.
-            if (await conn.execute(select(n.c.id).where(n.c.delivered_at.is_(None), missing_any).limit(1))).first() is None:
+            if not await rows.any_to_fan_out(conn, list(self.receivers)):
                 return
-        if self.store.loc.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
         async with self.store.write() as conn:
             for receiver in self.receivers:
-                missing = (
-                    select(
-                        n.c.id, n.c.event_id, n.c.job_id, literal(receiver, d.c.receiver.type), literal(PENDING, d.c.state.type), literal(0, d.c.attempts.type),
-                        literal(now, d.c.next_at.type), n.c.created_at, literal(now, d.c.updated_at.type),
-                    )
-                    .where(n.c.delivered_at.is_(None), ~exists().where(d.c.notification_id == n.c.id, d.c.receiver == receiver))
-                    .order_by(n.c.id).limit(FAN_OUT_BATCH)
-                )
-                cols = ["notification_id", "event_id", "job_id", "receiver", "state", "attempts", "next_at", "created_at", "updated_at"]
-                await conn.execute(insert(d).from_select(cols, missing).on_conflict_do_nothing())
+                await rows.fan_out(conn, receiver, now, FAN_OUT_BATCH)
 
-    async def _due(self, receiver: str, now: datetime, limit: int):
-        from sqlalchemy import exists, select
-
-        from swarmkit.store.models import notification_deliveries as d
-        from swarmkit.store.models import notifications as n
-
-        e = d.alias("earlier")
-        query = (
-            select(d.c.id, d.c.notification_id, d.c.job_id, d.c.attempts, d.c.next_at, n.c.event_id, n.c.kind, n.c.body)
-            .select_from(d.join(n, n.c.id == d.c.notification_id))
-            .where(
-                d.c.state == PENDING, d.c.receiver == receiver, d.c.next_at <= now,
-                # A run's notifications in order: none while an earlier one to this receiver is pending (or in flight).
-                ~exists().where(e.c.job_id == d.c.job_id, e.c.receiver == d.c.receiver, e.c.state == PENDING, e.c.notification_id < d.c.notification_id),
-            )
-            .order_by(d.c.notification_id).limit(limit)
-        )
-        if self._flights:
-            query = query.where(d.c.id.not_in(list(self._flights)))
+    async def _due(self, receiver: str, now: datetime, limit: int) -> list[rows.DueDelivery]:
         async with self.store.read() as conn:
-            return (await conn.execute(query)).all()
+            return await rows.due_deliveries(conn, receiver, now, limit, skip=list(self._flights))
 
     async def _claim(self, row_id: int, next_at: datetime, now: datetime) -> str | None:
-        from sqlalchemy import update
-
-        from swarmkit.store.models import notification_deliveries as d
-
         claim = uuid.uuid4().hex
         async with self.store.write() as conn:
-            res = await conn.execute(
-                update(d)
-                .where(d.c.id == row_id, d.c.state == PENDING, d.c.next_at == next_at)
-                .values(next_at=now + timedelta(seconds=self.claim_s), attempts=d.c.attempts + 1, claim=claim, updated_at=now)
-            )
-        return claim if res.rowcount == 1 else None
+            count = await rows.claim_delivery(conn, row_id, next_at, claim, until=now + timedelta(seconds=self.claim_s), now=now)
+        return claim if count == 1 else None
 
-    async def _attempt(self, row, receiver: str, claim: str) -> None:
-        from swarmkit.store import STORE_FAULTS, describe_db_error
-
+    async def _attempt(self, row: rows.DueDelivery, receiver: str, claim: str) -> None:
         body = row.body.encode("utf-8")
         headers = {
             "Content-Type": "application/json", "User-Agent": "swarmkit-notify",
@@ -245,34 +194,23 @@ class Notifier:
             log.warning("notification %s to %s failed (attempt %d of %d): %s; next try in %.0fs", row.event_id[:8], receiver, attempt, self.config.attempts, error, delay)
 
     async def _settle(
-        self, row, claim: str, *, status: int | None, error: str | None = None, location: str | None = None, dead: bool = False, delay: float = 0.0,
+        self, row: rows.DueDelivery, claim: str, *, status: int | None, error: str | None = None, location: str | None = None, dead: bool = False, delay: float = 0.0,
     ) -> bool:
         """Record the attempt's outcome on its delivery (only while the claim is ours), and settle the notification."""
-        from sqlalchemy import update
-
-        from swarmkit.store.models import notification_deliveries as d
-
         now = store_now()
-        values: dict = dict(claim=None, updated_at=now, last_status=status, last_error=error, location=location)
-        if error is None:
-            values.update(state=DELIVERED, delivered_at=now)
-        elif dead:
-            values.update(state=DEAD, dead_at=now)
-        else:
-            values.update(next_at=now + timedelta(seconds=delay))
         async with self.store.write() as conn:
-            res = await conn.execute(update(d).where(d.c.id == row.id, d.c.claim == claim, d.c.state == PENDING).values(**values))
-            if res.rowcount == 1 and (error is None or dead):
-                await _settle_notification(conn, row.notification_id, now)
-        return res.rowcount == 1
+            if error is None:
+                count = await rows.mark_delivered(conn, row.id, claim, now, status=status)
+            elif dead:
+                count = await rows.mark_dead(conn, row.id, claim, now, status=status, error=error, location=location)
+            else:
+                count = await rows.mark_failed(conn, row.id, claim, now, status=status, error=error, location=location, next_at=now + timedelta(seconds=delay))
+            if count == 1 and (error is None or dead):
+                await rows.settle_notification(conn, row.notification_id, now)
+        return count == 1
 
     async def _abandon(self) -> None:
         """End the attempts still in flight and give their deliveries back: pending, due now, the attempt uncounted."""
-        from sqlalchemy import update
-
-        from swarmkit.store import STORE_FAULTS, describe_db_error
-        from swarmkit.store.models import notification_deliveries as d
-
         left = list(self._flights.items())
         if not left:
             return
@@ -284,26 +222,9 @@ class Notifier:
             async with asyncio.timeout(RELEASE_S):
                 async with self.store.write() as conn:
                     for rid, flight in left:
-                        await conn.execute(
-                            update(d).where(d.c.id == rid, d.c.claim == flight.claim, d.c.state == PENDING)
-                            .values(claim=None, next_at=now, attempts=d.c.attempts - 1, updated_at=now)
-                        )
+                        await rows.release_delivery(conn, rid, flight.claim, now)
             log.warning("notifications: %d attempt(s) in flight abandoned at shutdown; they stay pending for the next notifier", len(left))
         except (TimeoutError, *STORE_FAULTS) as exc:
             why = "the store did not answer in time" if isinstance(exc, TimeoutError) else describe_db_error(exc, self.store.loc)
             log.warning("notifications: %d attempt(s) in flight abandoned at shutdown, not released (%s); they are due again %.0fs after their claim", len(left), why, self.claim_s)
-
-
-async def _settle_notification(conn: AsyncConnection, notification_id: int, now: datetime) -> None:
-    """The notification is delivered once none of its deliveries is pending."""
-    from sqlalchemy import exists, update
-
-    from swarmkit.store.models import notification_deliveries as d
-    from swarmkit.store.models import notifications as n
-
-    await conn.execute(
-        update(n)
-        .where(n.c.id == notification_id, n.c.delivered_at.is_(None), ~exists().where(d.c.notification_id == notification_id, d.c.state == PENDING))
-        .values(delivered_at=now)
-    )
 

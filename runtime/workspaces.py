@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import insert, select, update
-
-from swarmkit.store import Store
+from swarmkit.store import workspace_rows as rows
 from swarmkit.store.clock import store_now
-from swarmkit.store.models import events, workspaces
+from swarmkit.store.workspace_rows import DESTROYED, KEPT, PENDING
 
 from .settings import host_name
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
-ACTIVE = "active"
-KEPT = "kept"
-# Recorded with the run's end; the owning host deletes the folder and records `destroyed`.
-PENDING = "destroy pending"
-DESTROYED = "destroyed"
+    from swarmkit.store import Store
+    from swarmkit.store.connections import AsyncConn
 
 
 def run_dir(runs_dir: Path, job_id: str) -> Path:
@@ -39,18 +31,14 @@ def prepare_dir(runs_dir: Path, job_id: str) -> Path:
     return path
 
 
-async def record_workspace(conn: AsyncConnection, job_id: str, path: Path) -> None:
+async def record_workspace(conn: AsyncConn, job_id: str, path: Path) -> None:
     """Record the run's folder as active, and as this host's (once per path)."""
     now = store_now()
-    existing = await conn.scalar(
-        select(workspaces.c.id).where(workspaces.c.job_id == job_id, workspaces.c.path == str(path))
-    )
+    existing = await rows.workspace_id(conn, job_id, str(path))
     if existing is None:
-        await conn.execute(
-            insert(workspaces).values(job_id=job_id, path=str(path), state=ACTIVE, created_at=now, updated_at=now, host=host_name())
-        )
+        await rows.add_workspace(conn, job_id, str(path), host=host_name(), now=now)
     else:
-        await conn.execute(update(workspaces).where(workspaces.c.id == existing).values(state=ACTIVE, updated_at=now, host=host_name()))
+        await rows.reactivate_workspace(conn, existing, host=host_name(), now=now)
 
 
 def safe_to_remove(path: str, runs_dir: Path, job_id: str) -> tuple[bool, str]:
@@ -97,7 +85,7 @@ def dir_size(path: str) -> int | None:
     return total
 
 
-async def decide(conn: AsyncConnection, job_id: str, *, destroy: bool, reason: str) -> list[str]:
+async def decide(conn: AsyncConn, job_id: str, *, destroy: bool, reason: str) -> list[str]:
     """In the transaction that ends a run: its workspaces are kept, or their destruction is due.
 
     Nothing is deleted here: file system work inside a transaction holds the
@@ -106,15 +94,11 @@ async def decide(conn: AsyncConnection, job_id: str, *, destroy: bool, reason: s
     the commit, on the host that owns the folder.
     """
     now = store_now()
-    rows = (
-        await conn.execute(
-            select(workspaces.c.id, workspaces.c.path).where(workspaces.c.job_id == job_id, workspaces.c.state.in_((ACTIVE, KEPT)))
-        )
-    ).all()
+    found = await rows.open_workspaces(conn, job_id)
     state = PENDING if destroy else KEPT
-    for wid, _path in rows:
-        await conn.execute(update(workspaces).where(workspaces.c.id == wid).values(state=state, updated_at=now))
-    return [f"{'to destroy' if destroy else 'kept'} {path} ({reason})" for _wid, path in rows]
+    for wid, _path in found:
+        await rows.set_workspace_state(conn, wid, state, now)
+    return [f"{'to destroy' if destroy else 'kept'} {path} ({reason})" for _wid, path in found]
 
 
 async def carry_out(store: Store, job_id: str) -> list[str]:
@@ -124,14 +108,10 @@ async def carry_out(store: Store, job_id: str) -> list[str]:
     (its worker, or the next `swarmkit` verb run there, deletes it and records it).
     """
     async with store.read() as conn:
-        rows = (
-            await conn.execute(
-                select(workspaces.c.id, workspaces.c.path, workspaces.c.host).where(workspaces.c.job_id == job_id, workspaces.c.state == PENDING)
-            )
-        ).all()
+        due = await rows.destroys_due(conn, job_id)
     here = host_name()
     said: list[str] = []
-    for wid, path, host in rows:
+    for wid, path, host in due:
         if host is not None and host != here:
             said.append(f"{path} is on host {host}: destroy pending there (its worker, or the next swarmkit run there, removes it)")
             continue
@@ -166,12 +146,10 @@ async def _destroy(store: Store, job_id: str, wid: int, path: str) -> str:
     async with store.write() as conn:
         if not ok:
             # Left in place, and no longer due: a forged or moved path is never retried blindly.
-            await conn.execute(update(workspaces).where(workspaces.c.id == wid, workspaces.c.state == PENDING).values(state=KEPT, updated_at=now))
-            await conn.execute(
-                insert(events).values(job_id=job_id, at=now, kind="workspace", node=None, step=None, text=json.dumps({"path": path, "left": why}))
-            )
+            await rows.end_destroy(conn, wid, KEPT, now)
+            await rows.record_left_in_place(conn, job_id, path, why, now)
             return f"left {path} in place: {why}"
-        await conn.execute(update(workspaces).where(workspaces.c.id == wid, workspaces.c.state == PENDING).values(state=DESTROYED, updated_at=now))
+        await rows.end_destroy(conn, wid, DESTROYED, now)
     return f"destroyed {path}"
 
 
@@ -180,11 +158,7 @@ async def sweep(store: Store) -> list[str]:
     if store.loc.read_only:
         return []
     async with store.read() as conn:
-        jobs_due = (
-            await conn.execute(
-                select(workspaces.c.job_id).where(workspaces.c.state == PENDING, workspaces.c.host == host_name()).distinct()
-            )
-        ).scalars().all()
+        jobs_due = await rows.runs_with_destroys_due(conn, host_name())
     said: list[str] = []
     for job_id in jobs_due:
         said += [line for line in await carry_out(store, job_id) if line.startswith(("destroyed", "left"))]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
+    from sqlalchemy.engine import Dialect
 
 T = TypeVar("T")
 
@@ -31,6 +32,11 @@ class InlineConnection:
     def sync_connection(self) -> Connection:
         assert self._conn is not None, "not started"
         return self._conn
+
+    @property
+    def dialect(self) -> Dialect:
+        # As `AsyncConnection.dialect`: a statement with per-dialect parts (store/notification_rows.py) asks it.
+        return self._engine.dialect
 
     async def start(self) -> InlineConnection:
         self._conn = self._engine.connect()

@@ -149,3 +149,11 @@ def test_serve_notify_delivers_what_the_runs_it_hosts_do(cli: Cli, serving, rece
     assert s.client.post(f"/jobs/{run_id}/approve").status_code == 200
     wait_for(lambda: receiver.kinds().get(run_id) == "run.completed", timeout=30, what="the completion to be posted")
     assert [n["kind"] for n in receiver.accepted] == ["run.deferred", "run.completed"] and receiver.bad_signatures == 0
+
+
+def test_the_store_and_the_runtime_name_a_deliverys_states_alike():
+    """The store's statements (store/notification_rows.py) and the runtime's logic (runtime/notify.py) read one column."""
+    from swarmkit.runtime import notify
+    from swarmkit.store import notification_rows
+
+    assert (notification_rows.PENDING, notification_rows.DELIVERED, notification_rows.DEAD) == notify.STATES
