@@ -30,8 +30,8 @@ import _benchlib as B  # puts the project on sys.path
 from swarmkit.runtime import control
 from swarmkit.runtime.executor import read_flags
 from swarmkit.runtime.flow import parse_flow
-from swarmkit.runtime.host_writes import FLAGS as _FLAGS
 from swarmkit.store import Store
+from swarmkit.store.host_statements import FLAGS as _FLAGS
 
 FLOW = parse_flow('name = "bench"\n[[agents]]\nname = "a"\ncommand = "true"\n')
 

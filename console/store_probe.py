@@ -16,8 +16,7 @@ def probe_store(store_url: str | None, workspace: str | None) -> str | None:
     it, and retries."""
     import asyncio
 
-    from swarmkit.store.schema import NoStoreError
-    from swarmkit.store.store_errors import is_store_fault
+    from swarmkit.store.store_errors import NoStoreError, is_store_fault
 
     try:
         asyncio.run(_probe(store_url, workspace))

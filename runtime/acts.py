@@ -7,8 +7,8 @@ status never changes because no statement here matches one.
 
 `stop`, `resolve_run` and what they write run by named statements
 (store/named.py): on a lite SQLite store (store/lite.py) `swarmkit stop` and
-`status` load no SQLAlchemy. The other acts import it where they build their
-statements.
+`status` load no SQLAlchemy. The other acts write through store/run_writes.py,
+imported where they write: it builds its statements with SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.named import S
 from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
 from swarmkit.store.records import JobRecord
-from swarmkit.store.statuses import CANCELLED, DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
+from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
@@ -35,9 +35,8 @@ from .settings import Settings, default_actor, host_name
 from .steps import step_words
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
     from swarmkit.store import Store
+    from swarmkit.store.connections import AsyncConn
 
     from .flow import Flow
 
@@ -111,9 +110,7 @@ async def submit(
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1,
     under its lease (`lease_s`; SWARMKIT_LEASE if not given)."""
-    from sqlalchemy import insert
-
-    from swarmkit.store.models import checkpoints, jobs
+    from swarmkit.store.run_writes import insert_run  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
 
     actor = actor or default_actor()
     # Read before the run exists: a module too big to store refuses the submit.
@@ -146,10 +143,7 @@ async def submit(
             lease_s=claim_lease(lease_s),
         )
     async with store.write() as conn:
-        await conn.execute(insert(jobs).values(**values))
-        await conn.execute(
-            insert(checkpoints).values(job_id=job_id, step=0, node=None, state=state_json(_initial_state(inputs)), epoch=values["epoch"], created_at=now)
-        )
+        await insert_run(conn, values, state_json(_initial_state(inputs)))
         await record_event(conn, job_id, "run.submitted", f"{flow.name}: {flow.steps} agents", at=now)
         await record_audit(conn, actor, "run.submitted", job_id, {"flow": flow.name, "inputs": inputs}, at=now)
     return await reload_run(store, job_id)
@@ -271,7 +265,7 @@ def resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
     return values
 
 
-async def audit_resume(conn: AsyncConnection, job: JobRecord, actor: str, now: datetime, how: str) -> None:
+async def audit_resume(conn: AsyncConn, job: JobRecord, actor: str, now: datetime, how: str) -> None:
     if job.status == DEFERRED:
         await record_audit(conn, actor, "gate.approved", job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
         await record_event(conn, job.id, "gate.approved", f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
@@ -290,9 +284,7 @@ def refuse_resume(job: JobRecord) -> ActResult:
 
 async def resume(store: Store, ref: str, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
     """Put a stopped, deferred or lost run back in the queue for a worker."""
-    from sqlalchemy import update
-
-    from swarmkit.store.models import jobs
+    from swarmkit.store.run_writes import requeue  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
 
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
@@ -305,14 +297,10 @@ async def resume(store: Store, ref: str, *, actor: str | None = None, only_defer
             return refuse_resume(job)
         now = store_now()
         async with store.write() as conn:
-            res = await conn.execute(
-                update(jobs)
-                .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
-                .values(status=QUEUED, **resume_values(job, now))
-            )
-            if res.rowcount == 1:
+            moved = await requeue(conn, job.id, job.status, job.epoch, resume_values(job, now))
+            if moved == 1:
                 await audit_resume(conn, job, actor, now, "queued for a worker")
-        if res.rowcount == 1:
+        if moved == 1:
             what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
             return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {step_words(job.step, job.steps, job.current_node, None)}.", await reload_run(store, job.id))
         job = await reload_run(store, job.id)
@@ -327,9 +315,7 @@ async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActRes
 
 
 async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
-    from sqlalchemy import update
-
-    from swarmkit.store.models import jobs
+    from swarmkit.store.run_writes import cancel_unhosted, request_cancel  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
 
     from .workspaces import carry_out, decide
 
@@ -343,15 +329,11 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job, already=True)
             async with store.write() as conn:
-                res = await conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job.id, jobs.c.status == RUNNING, jobs.c.epoch == job.epoch, jobs.c.cancel_requested_at.is_(None))
-                    .values(cancel_requested_at=now, cancel_requested_by=actor, cancel_keep=keep, updated_at=now)
-                )
-                if res.rowcount == 1:
+                moved = await request_cancel(conn, job.id, job.epoch, at=now, actor=actor, keep=keep)
+                if moved == 1:
                     await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "node": job.current_node}, at=now)
                     await record_event(conn, job.id, "run.cancel_requested", f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
-            if res.rowcount == 1:
+            if moved == 1:
                 node = f"interrupt {job.current_node} and " if job.current_node else ""
                 return ActResult(
                     DONE, True,
@@ -360,18 +342,14 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
                 )
         elif job.status in (QUEUED, STOPPED, DEFERRED, LOST):
             async with store.write() as conn:
-                res = await conn.execute(
-                    update(jobs)
-                    .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
-                    .values(status=CANCELLED, ended_at=now, updated_at=now, cancel_requested_at=now, cancel_requested_by=actor, cancel_keep=keep)
-                )
+                moved = await cancel_unhosted(conn, job.id, job.status, job.epoch, at=now, actor=actor, keep=keep)
                 said: list[str] = []
-                if res.rowcount == 1:
+                if moved == 1:
                     await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "from": job.status}, at=now)
                     said = await decide(conn, job.id, destroy=not keep, reason="cancelled")
                     await record_audit(conn, actor, "run.cancelled", job.id, {"keep": keep, "from": job.status, "workspaces": said}, at=now)
                     await record_event(conn, job.id, "run.cancelled", f"cancelled by {actor} while {job.status} (workspaces {keep_words})", at=now)
-            if res.rowcount == 1:
+            if moved == 1:
                 if not keep:
                     said = await carry_out(store, job.id)
                 ws = ("; " + "; ".join(said)) if said else ""

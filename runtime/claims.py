@@ -31,9 +31,7 @@ _UNLOADABLE_WINDOW = 1000
 
 async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, lease_s: float | None = None) -> tuple[ActResult, JobRecord | None]:
     """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here, under `lease_s`."""
-    from sqlalchemy import case, update
-
-    from swarmkit.store.models import jobs
+    from swarmkit.store.run_writes import claim  # late: `swarmkit stop` on SQLite loads no SQLAlchemy (control imports this module)
 
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
@@ -60,19 +58,15 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, 
             lease_s=lease_s,
         )
         async with store.write() as conn:
-            res = await conn.execute(
-                update(jobs)
-                .where(jobs.c.id == job.id, jobs.c.status == job.status, jobs.c.epoch == job.epoch)
-                .values(started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at), **values)
-            )
-            if res.rowcount == 1:
+            moved = await claim(conn, job.id, job.status, job.epoch, now, values)
+            if moved == 1:
                 if job.status != QUEUED:
                     await audit_resume(conn, job, actor, now, f"hosted by {host_name()} pid {os.getpid()}")
                 await record_event(conn, job.id, "run.claimed", f"claimed by {host_name()} pid {os.getpid()} (epoch {job.epoch + 1})", at=now)
                 # Read in the claim's own transaction: the epoch this claim
                 # set, never the next owner's that a later read might find.
                 claimed = await conn.run_sync(get_job, job.id)
-        if res.rowcount == 1:
+        if moved == 1:
             return ActResult(DONE, True, f"resuming {job.short_id} here at agent {step_words(job.step, job.steps, job.current_node, None)} (was {job.status}).", claimed), claimed
         job = await reload_run(store, job.id)
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job), None
@@ -87,10 +81,8 @@ async def claim_queued(
     queued for a worker that can, and an event (`run.unloadable`) names this
     worker and what it lacks, once per run for each `told` set (a worker's).
     """
-    from sqlalchemy import select
-
     from swarmkit.store import STORE_FAULTS
-    from swarmkit.store.models import jobs
+    from swarmkit.store.run_writes import queued_runs  # late: `swarmkit stop` on SQLite loads no SQLAlchemy (control imports this module)
 
     if limit <= 0:
         return []
@@ -99,12 +91,7 @@ async def claim_queued(
     # Runs this worker cannot load stay at the head of the queue: look past them.
     window = limit * 2 + min(len(told), _UNLOADABLE_WINDOW)
     async with store.read() as conn:
-        candidates = (
-            await conn.execute(
-                select(jobs.c.id, jobs.c.epoch, jobs.c.flow_source, jobs.c.flow_path, jobs.c.flow_modules)
-                .where(jobs.c.status == QUEUED).order_by(jobs.c.created_at).limit(window)
-            )
-        ).all()
+        candidates = await queued_runs(conn, window)
     claimed: list[JobRecord] = []
     for job_id, epoch, flow_source, flow_path, modules in candidates:
         if len(claimed) >= limit:
@@ -139,21 +126,14 @@ async def _tell_unloadable(store: Store, job_id: str, worker: str, missing: list
 
 
 async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime, lease_s: float) -> JobRecord | None:
-    from sqlalchemy import case, update
-
-    from swarmkit.store.models import jobs
+    from swarmkit.store.run_writes import claim  # late: `swarmkit stop` on SQLite loads no SQLAlchemy (control imports this module)
 
     async with store.write() as conn:
-        res = await conn.execute(
-            update(jobs)
-            .where(jobs.c.id == job_id, jobs.c.status == QUEUED, jobs.c.epoch == epoch)
-            .values(
-                status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(),
-                lease_s=lease_s, last_event_at=now, updated_at=now, stall_at=None,
-                started_at=case((jobs.c.started_at.is_(None), now), else_=jobs.c.started_at),
-            )
+        values = dict(
+            status=RUNNING, epoch=epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(),
+            lease_s=lease_s, last_event_at=now, updated_at=now, stall_at=None,
         )
-        if res.rowcount == 1:
+        if await claim(conn, job_id, QUEUED, epoch, now, values) == 1:
             await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
             # Read in the claim's own transaction: a claim whose row could
             # not be read back is rolled back, never left unhosted.

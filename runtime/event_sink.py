@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from swarmkit.store import STORE_FAULTS
 from swarmkit.store.clock import store_now
+from swarmkit.store.host_statements import INSERT_EVENTS
 
 from .errors import FencedError
-from .host_writes import INSERT_EVENTS
 from .journal import storable
 
 if TYPE_CHECKING:

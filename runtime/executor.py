@@ -9,7 +9,8 @@ primary-key SELECT before the node does any work. Never cached.
 the node boundary (node_boundary.py), running a node (node_runs.py), ending or
 parking the run (run_ends.py); whether the run stops at a boundary, and why,
 is its `StopState` (stop_state.py); its lines go through its `EventSink`
-(event_sink.py); its statements are in host_writes.py.
+(event_sink.py); its statements are the store's (store/host_statements.py,
+store/run_writes.py).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import select, update
-
 from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, describe_db_error, is_transient
 from swarmkit.store.clock import boot_clock, store_now
-from swarmkit.store.models import COMPLETED, FAILED, FAULTED, RUNNING, jobs
+from swarmkit.store.host_statements import FLOW_MODULES, HEARTBEAT, TOUCH
 from swarmkit.store.queries import get_job, latest_checkpoint, log_bytes
+from swarmkit.store.run_writes import fault_claimed
+from swarmkit.store.statuses import COMPLETED, FAILED, FAULTED, RUNNING
 
 from . import flow_modules
 from .agent_process import AgentProcess
@@ -38,7 +39,7 @@ from .errors import AgentFailed, AgentFault, FencedError, FlowError, HITLDeferre
 from .event_sink import EventSink
 from .flow import Agent, Flow, parse_flow
 from .host_lease import LeaseKeeping
-from .host_writes import HEARTBEAT, TOUCH, Flags, read_flags, retry_transient
+from .host_writes import Flags, read_flags, retry_transient
 from .journal import state_json
 from .live_usage import LiveUsage
 from .node_boundary import NodeBoundaries
@@ -141,9 +142,6 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
             return describe_db_error(exc, self.store.loc)
         return "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
 
-    def _mine(self):
-        return (jobs.c.id == self.job_id, jobs.c.epoch == self.epoch, jobs.c.status == RUNNING)
-
     def _params(self, **more: Any) -> dict[str, Any]:
         now = store_now()
         return dict(b_id=self.job_id, b_epoch=self.epoch, b_now=now, b_stall_at=now + self._stall_after, **more)
@@ -221,7 +219,7 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
                     await record_workspace(conn, self.job_id, path)
                     cp = await conn.run_sync(latest_checkpoint, self.job_id)
                     logged = await conn.run_sync(log_bytes, self.job_id)
-                    modules = await conn.scalar(select(jobs.c.flow_modules).where(jobs.c.id == self.job_id))
+                    modules = await conn.scalar(FLOW_MODULES, {"b_id": self.job_id})
                 # Recorded first, made after the commit: a claim that did not land leaves no folder behind.
                 self.workspace = await asyncio.to_thread(prepare_dir, self.store.loc.runs_dir, self.job_id)
                 return stamped, cp, logged, modules
@@ -348,9 +346,7 @@ async def host_claimed(store: Store, job_id: str, epoch: int, *, settings: Setti
     async def fault(error: str) -> None:
         now = store_now()
         async with store.write() as conn:
-            await conn.execute(
-                update(jobs).where(jobs.c.id == job_id, jobs.c.epoch == epoch, jobs.c.status == RUNNING).values(status=FAULTED, error=error, ended_at=now, updated_at=now)
-            )
+            await fault_claimed(conn, job_id, epoch, error=error, at=now)
 
     # A dropped connection here would leave the claimed run unhosted until its
     # lease ran out: retry as a host does.

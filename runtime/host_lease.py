@@ -15,12 +15,13 @@ import time
 
 from swarmkit.store import STORE_FAULTS, StoreReplaced
 from swarmkit.store.clock import boot_clock
+from swarmkit.store.host_statements import HEARTBEAT, HEARTBEAT_USAGE
 
 from . import host_metrics
 from .agent_process import AgentProcess
 from .errors import FencedError
 from .host_parts import HostParts
-from .host_writes import HEARTBEAT, HEARTBEAT_USAGE, Flags
+from .host_writes import Flags
 
 log = logging.getLogger("swarmkit.executor")
 

@@ -1,9 +1,10 @@
-"""A host's statements on its run's row: the flags, the fenced writes of the hot path, and retrying.
+"""A host's reads of its run's flags, and its retrying through transient store faults.
 
-Every write by a host carries its epoch (`MINE`): a process from an older
-epoch matches no row, writes nothing, and stops itself. The flag columns come
-back from the same statement (RETURNING), under the write lock, or from one
-primary-key SELECT in a fresh transaction (`read_flags`): never from a cache.
+Its statements are the store's (store/host_statements.py): every write by a
+host carries its epoch (`MINE` there), so a process from an older epoch matches
+no row, writes nothing, and stops itself. The flag columns come back from the
+same statement (RETURNING), under the write lock, or from one primary-key
+SELECT in a fresh transaction (`read_flags`): never from a cache.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
-
 from swarmkit.store import Store, is_transient
-from swarmkit.store.models import RUNNING, UTCDateTime, checkpoints, events, jobs
+from swarmkit.store.host_statements import FLAGS
 
 from .backoff import Backoff
 from .errors import FencedError
@@ -27,7 +26,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Flags:
-    """A run's flag columns, as a host reads them at a boundary or a heartbeat."""
+    """A run's flag columns, as a host reads them at a boundary or a heartbeat (in the order of
+    store/host_statements.FLAG_COLS)."""
 
     status: str
     epoch: int
@@ -38,63 +38,6 @@ class Flags:
     cancel_keep: bool
     approved_step: int | None
     stop_now: bool | None = False
-
-
-FLAG_COLS = (
-    jobs.c.status,
-    jobs.c.epoch,
-    jobs.c.stop_requested_at,
-    jobs.c.stop_requested_by,
-    jobs.c.cancel_requested_at,
-    jobs.c.cancel_requested_by,
-    jobs.c.cancel_keep,
-    jobs.c.approved_step,
-    jobs.c.stop_now,
-)
-
-
-# Statements of the hot path, built once: building a statement costs more than
-# running it on SQLite (bench/per_node.py measures it).
-_NOW = bindparam("b_now", type_=UTCDateTime())
-MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), jobs.c.status == RUNNING)
-FLAGS = select(*FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
-# Every sign of work moves the moment the run would show stalled (the flow's stall_after, else SWARMKIT_STALL_AFTER).
-_STALL_AT = bindparam("b_stall_at", type_=UTCDateTime())
-TOUCH = update(jobs).where(*MINE).values(last_event_at=_NOW, stall_at=_STALL_AT)
-HEARTBEAT = update(jobs).where(*MINE).values(heartbeat_at=_NOW, heartbeat_mono=bindparam("b_mono")).returning(*FLAG_COLS)
-# A heartbeat that also brings usage reported mid-node: a sign of work, so it moves last_event_at (the console re-reads the row).
-HEARTBEAT_USAGE = (
-    update(jobs)
-    .where(*MINE)
-    .values(
-        heartbeat_at=_NOW,
-        heartbeat_mono=bindparam("b_mono"),
-        tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
-        cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
-        last_event_at=_NOW,
-        stall_at=_STALL_AT,
-    )
-    .returning(*FLAG_COLS)
-)
-ENTER = update(jobs).where(*MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, node_started_at=_NOW, stall_at=_STALL_AT).returning(*FLAG_COLS)
-CHECKPOINT = (
-    update(jobs)
-    .where(*MINE)
-    .values(
-        step=bindparam("b_step"),
-        tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
-        cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
-        current_node=bindparam("b_node"),
-        updated_at=_NOW,
-        last_event_at=_NOW,
-        node_started_at=_NOW,
-        stall_at=_STALL_AT,
-    )
-    .returning(*FLAG_COLS)
-)
-CHECKPOINT_DONE = select(checkpoints.c.epoch).where(checkpoints.c.job_id == bindparam("b_id"), checkpoints.c.step == bindparam("b_step"))
-INSERT_CHECKPOINT = insert(checkpoints)
-INSERT_EVENTS = insert(events)
 
 
 async def read_flags(store: Store, job_id: str) -> Flags | None:

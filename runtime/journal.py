@@ -17,7 +17,7 @@ from swarmkit.store.masking import masked
 from swarmkit.store.named import S
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
+    from swarmkit.store.connections import AsyncConn
 
 
 def audit_row(actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def audit_row(actor: str, action: str, job_id: str | None, detail: dict[str, Any
     return {"b_at": at or store_now(), "b_actor": actor, "b_action": action, "b_job_id": job_id, "b_detail": json.dumps(detail or {}, sort_keys=True)}
 
 
-async def record_audit(conn: AsyncConnection, actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> None:
+async def record_audit(conn: AsyncConn, actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> None:
     await conn.execute(S.INSERT_AUDIT, audit_row(actor, action, job_id, detail, at))
 
 
@@ -41,7 +41,7 @@ def storable(text: str) -> str:
     return text.replace("\x00", "\u2400") if "\x00" in text else text
 
 
-async def record_event(conn: AsyncConnection, job_id: str, kind: str, text: str = "", node: str | None = None, step: int | None = None, at: datetime | None = None) -> None:
+async def record_event(conn: AsyncConn, job_id: str, kind: str, text: str = "", node: str | None = None, step: int | None = None, at: datetime | None = None) -> None:
     await conn.execute(S.INSERT_EVENT, {"b_job_id": job_id, "b_at": at or store_now(), "b_kind": kind, "b_node": node, "b_step": step, "b_text": storable(text)})
 
 

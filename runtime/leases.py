@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from swarmkit.store import clock
 from swarmkit.store.clock import store_now
 from swarmkit.store.named import S
-from swarmkit.store.statuses import CANCELLED, LOST, RUNNING
-from swarmkit.store.store_location import SQLITE_BUSY_TIMEOUT_S
-from swarmkit.store.transactions import connect
+from swarmkit.store.statuses import CANCELLED, LOST
 
 from .journal import record_audit, record_event
 from .notify import record_notification
@@ -56,19 +53,16 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
         stale = (await conn.execute(S.STALE_RUNNING_SQLITE if sqlite else S.STALE_RUNNING, clock.age_params(lease_s, sqlite))).all()
     if not stale:
         return []
-    from sqlalchemy import and_, update
-    from sqlalchemy.exc import OperationalError
-
-    from swarmkit.store import liveness
+    # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
     from swarmkit.store.lite import LiteStore
-    from swarmkit.store.models import jobs
+    from swarmkit.store.run_writes import mark_lapsed
+    from swarmkit.store.store import is_lock_wait
 
     from .workspaces import carry_out, decide
 
     if isinstance(store, LiteStore):
         # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.
         store = await store.full_store()
-    lapsed = liveness.stale(jobs, sqlite)
     marked: list[str] = []
     for row in stale:
         if hosting and hosting.get(row.id) == row.epoch:
@@ -79,14 +73,8 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
         if to == CANCELLED:
             values["ended_at"] = now
         try:
-            async with _quick_write(store) as conn:
-                res = await conn.execute(
-                    update(jobs)
-                    .where(and_(jobs.c.id == row.id, jobs.c.status == RUNNING, jobs.c.epoch == row.epoch, lapsed))
-                    .values(**values),
-                    clock.age_params(lease_s, sqlite),
-                )
-                if res.rowcount != 1:
+            async with store.quick_write() as conn:
+                if await mark_lapsed(conn, row.id, row.epoch, values, lease_s=lease_s, sqlite=sqlite) != 1:
                     continue
                 beat = row.heartbeat_at  # timezone-aware from both paths (UTCDateTime, store/lite.py)
                 last = f"last {beat.strftime('%H:%M:%S')}, {(now - beat).total_seconds():.1f}s ago" if beat else "never"
@@ -98,8 +86,8 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
                 if to == CANCELLED:
                     said = await decide(conn, row.id, destroy=not row.cancel_keep, reason="cancelled")
                     await record_audit(conn, row.cancel_requested_by or "swarmkit", "run.cancelled", row.id, {"keep": bool(row.cancel_keep), "host_lost": True, "workspaces": said}, at=now)
-        except OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+        except Exception as exc:
+            if is_lock_wait(exc):
                 # The store's write lock is held (perhaps by the frozen host
                 # itself): whoever looks next marks it; looking must not hang.
                 continue
@@ -108,26 +96,6 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
         if to == CANCELLED and not row.cancel_keep:
             await carry_out(store, row.id)
     return marked
-
-
-@asynccontextmanager
-async def _quick_write(store: Store):
-    """A write transaction that gives up after a second on a locked SQLite store instead of thirty."""
-    if not store.loc.is_sqlite:
-        async with store.write() as conn:
-            yield conn
-        return
-    store.check_file()  # like every write: never into a file that is not the one this process opened
-    async with connect(store.engine) as conn:
-        await conn.exec_driver_sql("PRAGMA busy_timeout=1000")
-        await conn.commit()
-        try:
-            await conn.execution_options(swarmkit_write=True)
-            async with conn.begin():
-                yield conn
-        finally:
-            await conn.exec_driver_sql(f"PRAGMA busy_timeout={int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
-            await conn.commit()
 
 
 async def live_worker_count(store: Store, lease_s: float) -> int:

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from swarmkit.store.clock import store_now
-from swarmkit.store.models import RUNNING
+from swarmkit.store.host_statements import CHECKPOINT, CHECKPOINT_DONE, ENTER, FLAGS, INSERT_CHECKPOINT, INSERT_EVENTS
+from swarmkit.store.statuses import RUNNING
 
 from . import host_metrics
 from .agents import Usage
 from .errors import FencedError, HITLDeferredError, NodeParked, RunCancelledError
 from .flow import Agent
 from .host_parts import HostParts
-from .host_writes import CHECKPOINT, CHECKPOINT_DONE, ENTER, FLAGS, INSERT_CHECKPOINT, INSERT_EVENTS, Flags, read_flags
+from .host_writes import Flags, read_flags
 from .journal import state_json
 from .steps import step_words
 

@@ -34,8 +34,7 @@ from swarmkit.store.clock import store_now
 from swarmkit.store.named import S
 
 if TYPE_CHECKING:
-    # Only for the annotations: SQLAlchemy's asyncio layer loads the ORM, which no one-shot verb needs.
-    from sqlalchemy.ext.asyncio import AsyncConnection
+    from swarmkit.store.connections import AsyncConn
 
 # A delivery's states (notification_deliveries.state).
 PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
@@ -43,7 +42,7 @@ STATES = (PENDING, DELIVERED, DEAD)
 
 
 async def record_notification(
-    conn: AsyncConnection, job_id: str, kind: str, *, flow: str | None, text: str, node: str | None = None, step: int | None = None, at: datetime | None = None,
+    conn: AsyncConn, job_id: str, kind: str, *, flow: str | None, text: str, node: str | None = None, step: int | None = None, at: datetime | None = None,
 ) -> None:
     """In the transaction of the transition: the notification that tells of it."""
     at = at or store_now()

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
-
 from swarmkit.store import STORE_FAULTS
 from swarmkit.store.clock import store_now
-from swarmkit.store.models import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED, checkpoints, jobs
 from swarmkit.store.queries import get_job
+from swarmkit.store.run_writes import end_hosted, keep_partial
+from swarmkit.store.statuses import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED
 
 from .errors import FencedError, HITLDeferredError, RunCancelledError, RunParkedError, RunStoppedError
 from .host_parts import HostParts
@@ -37,18 +36,13 @@ class RunEnds(HostParts):
 
     async def _end(self, status: str, *, error: str | None = None, allow_if_cancel: bool = False) -> bool:
         """Move running -> an end state at our epoch. False when a cancel got there first."""
-        cond = [*self._mine()]
-        if not allow_if_cancel:
-            cond.append(jobs.c.cancel_requested_at.is_(None))
-
         async def op() -> bool:
             now = store_now()
             values: dict[str, Any] = dict(status=status, updated_at=now, error=storable(error) if error else None, ended_at=now)
             if status == COMPLETED:
                 values["current_node"] = None  # a failed or faulted run keeps the node it ended in: the operator's first question
             async with self.store.write() as conn:
-                res = await conn.execute(update(jobs).where(*cond).values(**values))
-                if res.rowcount != 1:
+                if await end_hosted(conn, self.job_id, self.epoch, values, unless_cancelled=not allow_if_cancel) != 1:
                     return await self._already(conn, status)
                 await self._after_end(conn, status, error, now)
             return True
@@ -89,8 +83,8 @@ class RunEnds(HostParts):
         async def op() -> None:
             now = store_now()
             async with self.store.write() as conn:
-                res = await conn.execute(update(jobs).where(*self._mine()).values(status=CANCELLED, ended_at=now, updated_at=now, current_node=None))
-                if res.rowcount != 1:
+                moved = await end_hosted(conn, self.job_id, self.epoch, dict(status=CANCELLED, ended_at=now, updated_at=now, current_node=None), unless_cancelled=False)
+                if moved != 1:
                     if await self._already(conn, CANCELLED):
                         return
                     raise FencedError(self.job_id)
@@ -111,18 +105,18 @@ class RunEnds(HostParts):
         if not stopped and not parked:
             values["pending_gate"] = exc.node
         inside = stopped and exc.partial is not None  # type: ignore[attr-defined]
+        spent: tuple[int, float] | None = None
         if inside:
             # What the node spent up to the boundary it parked at is spent: on resume it goes on from there.
             # Heartbeats already put part of it on the row (as at a checkpoint).
             async with self._usage_lock:
                 written = self._node_live.written if self._node_live is not None else (0, 0.0)
-            values.update(tokens=jobs.c.tokens + (exc.tokens - written[0]), cost=jobs.c.cost + (exc.cost - written[1]))  # type: ignore[attr-defined]
+            spent = (exc.tokens - written[0], exc.cost - written[1])  # type: ignore[attr-defined]
 
         async def op() -> None:
             now = store_now()
             async with self.store.write() as conn:
-                res = await conn.execute(update(jobs).where(*self._mine(), jobs.c.cancel_requested_at.is_(None)).values(updated_at=now, **values))
-                if res.rowcount != 1:
+                if await end_hosted(conn, self.job_id, self.epoch, dict(values, updated_at=now), unless_cancelled=True, add_usage=spent) != 1:
                     if await self._already(conn, status):
                         return
                     job = await conn.run_sync(get_job, self.job_id)
@@ -133,9 +127,7 @@ class RunEnds(HostParts):
                 if inside:
                     assert isinstance(exc, RunStoppedError)
                     boundary = f"inside {step_words(exc.step, self.flow.steps, exc.node, None)}, at a boundary of its own"
-                    await conn.execute(
-                        update(checkpoints).where(checkpoints.c.job_id == self.job_id, checkpoints.c.step == exc.step).values(partial=exc.partial)
-                    )
+                    await keep_partial(conn, self.job_id, exc.step, exc.partial)
                 if not parked:
                     await record_notification(conn, self.job_id, f"run.{status}", flow=self.flow.name, text=f"{status} {boundary}", node=exc.node, step=exc.step, at=now)
                 if stopped:

@@ -8,10 +8,8 @@ import os
 import uuid
 from collections.abc import Callable
 
-from sqlalchemy import insert, update
-
 from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, clock, describe_db_error
-from swarmkit.store.models import workers
+from swarmkit.store.worker_rows import add_worker, update_worker
 
 from .claims import claim_queued
 from .executor import RunHost, host_claimed
@@ -54,11 +52,12 @@ class Worker:
         await self.store.keep_time()
         beat = clock.beat()
         async with self.store.write() as conn:
-            await conn.execute(
-                insert(workers).values(
+            await add_worker(
+                conn,
+                dict(
                     id=self.id, host=host_name(), pid=os.getpid(), concurrency=self.concurrency,
                     started_at=beat["heartbeat_at"], clock_offset_s=clock.offset_s(), lease_s=self.settings.lease_s, **beat,
-                )
+                ),
             )
 
     async def _beat(self, stopped: bool = False) -> None:
@@ -67,7 +66,7 @@ class Worker:
         if stopped:
             values["stopped_at"] = values["heartbeat_at"]
         async with self.store.write() as conn:
-            await conn.execute(update(workers).where(workers.c.id == self.id).values(**values))
+            await update_worker(conn, self.id, values)
 
     def drain(self) -> None:
         """First signal: claim nothing more, and park every hosted run at its next boundary.

@@ -1,0 +1,73 @@
+"""A host's statements on its run's row (runtime/host_writes.py and the host's parts run them).
+
+Every write by a host carries its epoch (`MINE`): a process from an older
+epoch matches no row, writes nothing, and stops itself. The flag columns come
+back from the same statement (RETURNING), under the write lock, or from one
+primary-key SELECT (`FLAGS`): never from a cache. Parameters are named `b_*`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
+
+from .models import RUNNING, UTCDateTime, checkpoints, events, jobs
+
+# The order of runtime/host_writes.Flags' fields: a row of these is made one.
+FLAG_COLS = (
+    jobs.c.status,
+    jobs.c.epoch,
+    jobs.c.stop_requested_at,
+    jobs.c.stop_requested_by,
+    jobs.c.cancel_requested_at,
+    jobs.c.cancel_requested_by,
+    jobs.c.cancel_keep,
+    jobs.c.approved_step,
+    jobs.c.stop_now,
+)
+
+
+# Statements of the hot path, built once: building a statement costs more than
+# running it on SQLite (bench/per_node.py measures it).
+_NOW = bindparam("b_now", type_=UTCDateTime())
+MINE = (jobs.c.id == bindparam("b_id"), jobs.c.epoch == bindparam("b_epoch"), jobs.c.status == RUNNING)
+FLAGS = select(*FLAG_COLS).where(jobs.c.id == bindparam("b_id"))
+# Every sign of work moves the moment the run would show stalled (the flow's stall_after, else SWARMKIT_STALL_AFTER).
+_STALL_AT = bindparam("b_stall_at", type_=UTCDateTime())
+TOUCH = update(jobs).where(*MINE).values(last_event_at=_NOW, stall_at=_STALL_AT)
+HEARTBEAT = update(jobs).where(*MINE).values(heartbeat_at=_NOW, heartbeat_mono=bindparam("b_mono")).returning(*FLAG_COLS)
+# A heartbeat that also brings usage reported mid-node: a sign of work, so it moves last_event_at (the console re-reads the row).
+HEARTBEAT_USAGE = (
+    update(jobs)
+    .where(*MINE)
+    .values(
+        heartbeat_at=_NOW,
+        heartbeat_mono=bindparam("b_mono"),
+        tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
+        cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
+        last_event_at=_NOW,
+        stall_at=_STALL_AT,
+    )
+    .returning(*FLAG_COLS)
+)
+ENTER = update(jobs).where(*MINE).values(current_node=bindparam("b_node"), updated_at=_NOW, last_event_at=_NOW, node_started_at=_NOW, stall_at=_STALL_AT).returning(*FLAG_COLS)
+CHECKPOINT = (
+    update(jobs)
+    .where(*MINE)
+    .values(
+        step=bindparam("b_step"),
+        tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
+        cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
+        current_node=bindparam("b_node"),
+        updated_at=_NOW,
+        last_event_at=_NOW,
+        node_started_at=_NOW,
+        stall_at=_STALL_AT,
+    )
+    .returning(*FLAG_COLS)
+)
+CHECKPOINT_DONE = select(checkpoints.c.epoch).where(checkpoints.c.job_id == bindparam("b_id"), checkpoints.c.step == bindparam("b_step"))
+# Rows as dicts of column values (executemany for a batch of events).
+INSERT_CHECKPOINT = insert(checkpoints)
+INSERT_EVENTS = insert(events)
+# The run's stored callables, read by its host as it takes the run (runtime/flow_modules.py).
+FLOW_MODULES = select(jobs.c.flow_modules).where(jobs.c.id == bindparam("b_id"))
