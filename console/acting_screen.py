@@ -40,7 +40,7 @@ def problem_text(exc: BaseException, link: StoreLink) -> str:
     if isinstance(exc, StoreError):
         return masked(str(exc))
     if is_store_fault(exc):
-        from swarmkit.store import describe_db_error
+        from swarmkit.store import describe_db_error  # late: store/store.py (SQLAlchemy); only for a store fault
 
         return describe_db_error(exc, link.loc)
     return masked(f"poll failed: {type(exc).__name__}: {exc}")
@@ -71,7 +71,7 @@ class ActingScreen(Screen):
     def acts(self) -> ActRunner:
         # Made at the first act: the acts' code (the runtime's control functions, the
         # dialogs) is no part of the first frame (bench/console_render.py's first paint).
-        from .act_runner import ActRunner
+        from .act_runner import ActRunner  # late: at the first act, not for the first frame
 
         return ActRunner(self)  # type: ignore[arg-type]
 
