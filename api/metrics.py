@@ -12,6 +12,7 @@ import time
 from collections import Counter
 
 from swarmkit.runtime import host_metrics
+from swarmkit.runtime.deliveries import delivery_counts
 from swarmkit.runtime.host_metrics import Histogram
 from swarmkit.store.models import STORED_STATUSES
 from swarmkit.store.pages import heartbeat_ages
@@ -68,6 +69,4 @@ class Metrics:
 
 
 def read_gauges(conn) -> tuple[dict[str, int], list[float], dict[str, int]]:
-    from swarmkit.runtime.deliveries import delivery_counts
-
     return status_counts(conn), heartbeat_ages(conn), delivery_counts(conn)

@@ -22,6 +22,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    from .command import build_parser as build  # late, as main's
+    from .command import build_parser as build  # late: as main's, no verb's parser for the console's helpers
 
     return build(only)

@@ -2,36 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
-from .common import ExitCode, add_store, duration, run_and_workspace, verb, with_store
+from swarmkit.runtime import control
+from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.report import format_table
+from swarmkit.runtime.text import plain
+from swarmkit.store.clock import store_now
+from swarmkit.store.pages import audit_page
+from swarmkit.store.records import audit_view, rfc3339
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
+from .store_access import run_and_workspace, with_store
+
 if TYPE_CHECKING:
-    from typing import Any
-
     from swarmkit.store import Store
     from swarmkit.store.records import AuditRecord
 
 HEADERS = ("AT", "RUN", "ACTOR", "ACTION", "BOUNDARY", "DETAIL")
 AUDIT_SCHEMA = 1
 _PAGE = 1000
-
-
-def add_parsers(sub) -> None:
-    p = verb(
-        sub, "audit", "who did what to which run, when, at which boundary",
-        "The audit: every act on runs (submitted, stop and cancel requests, stops, approvals, resumes, parks, "
-        "cancels), oldest first, with who did it (SWARMKIT_ACTOR, else user@host, or the API token's name), "
-        "when (UTC), and the agent boundary it took effect at. -o json gives "
-        '{"schema": 1, "audit": [{"id", "at", "actor", "action", "job_id", "detail"}]}.',
-        ["swarmkit audit", "swarmkit audit a46614b1", "swarmkit audit --since 1d -o json"],
-    )
-    add_store(p)
-    p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]", help="a run id (or unique prefix) for that run's acts only; a workspace folder whose store to use")
-    p.add_argument("--since", type=duration, metavar="DURATION", help="only acts of the last DURATION (30s, 5m, 2h, 1d)")
-    p.add_argument("-o", "--output", choices=("table", "json"), default="table", help="how to print: table or json (default table)")
-    p.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
 def boundary(entry: AuditRecord) -> str:
@@ -54,8 +45,6 @@ def boundary(entry: AuditRecord) -> str:
 
 
 def _rest(entry: AuditRecord) -> str:
-    import json
-
     shown: dict[str, Any] = {k: v for k, v in entry.detail.items() if k not in ("boundary", "gate", "node", "step")}
     return " ".join(f"{k}={json.dumps(v, ensure_ascii=False, sort_keys=True)}" for k, v in sorted(shown.items())) or "-"
 
@@ -64,15 +53,6 @@ async def cmd_audit(args) -> int:
     run_ref = run_and_workspace(args, "audit")
 
     async def go(store: Store) -> int:
-        import json
-
-        from swarmkit.runtime import control
-        from swarmkit.runtime.report import format_table
-        from swarmkit.runtime.text import plain
-        from swarmkit.store.clock import store_now
-        from swarmkit.store.pages import audit_page
-        from swarmkit.store.records import audit_view, rfc3339
-
         job_id = (await control.resolve_run(store, run_ref)).id if run_ref else None
         cutoff = store_now() - args.since if args.since else None
         entries: list[AuditRecord] = []

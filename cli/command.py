@@ -1,36 +1,42 @@
-"""The `swarmkit` command (`swarmkit.cli.main`): the parser and the one mapping of faults to exit codes.
+"""The `swarmkit` command (`swarmkit.cli.main`): the parser, and the door to the verb that runs.
 
-One module per verb (or noun) beside this one; each adds its parser and holds
-its command. Building the parser imports none of the store, SQLAlchemy or the
-executor: `swarmkit --help` and a usage error cost only Python's start-up.
+Each verb (or noun) has two modules beside this one: VERB_parser.py adds its parser, imported here;
+VERB.py holds its command, with its imports at its top, loaded by verb_runner.py only when that verb
+runs. Building the parser imports none of the store, SQLAlchemy or the executor: `swarmkit --help`
+and a usage error cost only Python's start-up.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from . import acts, audit, completion, db, logs, notifications, run, serve, status, worker
-from .common import PROG, ExitCode, describe_store_fault, err
+from . import (
+    acts_parser,
+    audit_parser,
+    completion,
+    db_parser,
+    logs_parser,
+    notifications_parser,
+    run_parser,
+    serve_parser,
+    status_parser,
+    worker_parser,
+)
+from .common import PROG, ExitCode
 from .inert_parser import InertParser
 from .version_action import VersionAction
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
-if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
-    from typing import Any
-
 __all__ = ["ExitCode", "build_parser", "main"]
 
-VERB_MODULES = (run, worker, acts, logs, status, audit, notifications, db, serve, completion)
+VERB_MODULES = (run_parser, worker_parser, acts_parser, logs_parser, status_parser, audit_parser, notifications_parser, db_parser, serve_parser, completion)
 
 
 def _module_of(name: str):
     """The module that adds verb `name`'s parser, or None for a word that is no verb."""
-    if name in acts.HELP:
-        return acts
-    return {m.__name__.rsplit(".", 1)[1]: m for m in VERB_MODULES if m is not acts}.get(name)
+    if name in acts_parser.HELP:
+        return acts_parser
+    return {m.__name__.rsplit(".", 1)[1].removesuffix("_parser"): m for m in VERB_MODULES if m is not acts_parser}.get(name)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -60,20 +66,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _commands() -> dict[str, Callable[[Any], Coroutine[Any, Any, int]]]:
-    return {
-        "run": run.cmd_run,
-        "worker": worker.cmd_worker,
-        **{name: acts.cmd_act for name in acts.HELP},
-        "logs": logs.cmd_logs,
-        "status": status.cmd_status,
-        "audit": audit.cmd_audit,
-        "notifications": notifications.cmd_notifications,
-        "db": db.cmd_db,
-        "serve": serve.cmd_serve,
-    }
-
-
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     # The verb's part of the parser alone, when the first word is a verb: an option before it
@@ -93,49 +85,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.verb == "completion":
         # Written from the parser alone: no store, no event loop, no SQLAlchemy.
         return completion.cmd_completion(args, parser)
-    from swarmkit.store.masking import log_to_stderr
+    from .verb_runner import run_verb  # late: the verb's work (the store, the runtime) loads when it runs; `--help` and a usage error load none
 
-    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
-    return _run(_commands()[args.verb], args)
-
-
-def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
-    import asyncio
-
-    from swarmkit.runtime.echo import say
-    from swarmkit.runtime.errors import FlowError, SwarmkitError, UsageError
-    from swarmkit.store import NoStoreError, StoreError, StoreUrlError
-
-    # Each fault is said once, on stderr, and mapped to the one list of exit codes.
-    try:
-        return int(asyncio.run(command(args)))
-    except (UsageError, FlowError, StoreUrlError, NoStoreError) as exc:
-        err(str(exc))
-        return ExitCode.USAGE
-    except SwarmkitError as exc:
-        # An unknown or ambiguous run is a usage slip (the id was mistyped); other refusals are failures.
-        from swarmkit.runtime.errors import AmbiguousRun, RunNotFound
-
-        err(str(exc))
-        return ExitCode.USAGE if isinstance(exc, (RunNotFound, AmbiguousRun)) else ExitCode.FAILED
-    except StoreError as exc:
-        err(str(exc))
-        return ExitCode.FAILED
-    except BrokenPipeError:
-        # `swarmkit logs ID | head`: the reader has what it wanted.
-        say("", sys.stdout)
-        return ExitCode.OK
-    except Exception as exc:
-        # STORE_FAULTS holds SQLAlchemy's errors: imported only when something went wrong.
-        from swarmkit.store import STORE_FAULTS
-
-        if not isinstance(exc, STORE_FAULTS):
-            raise
-        import logging
-
-        # The traceback, for SWARMKIT_LOG=DEBUG; the operator reads one line.
-        logging.getLogger("swarmkit.cli").debug("store fault", exc_info=True)
-        err(describe_store_fault(exc, args))
-        return ExitCode.FAILED
-    except KeyboardInterrupt:
-        return ExitCode.INTERRUPTED
+    return run_verb(args)

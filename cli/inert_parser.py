@@ -17,6 +17,6 @@ class InertParser(argparse.ArgumentParser):
     """An ArgumentParser whose error messages pass through `text.plain` (its subparsers are of this class too)."""
 
     def error(self, message: str) -> NoReturn:
-        from swarmkit.runtime.text import plain
+        from swarmkit.runtime.text import plain  # late: a usage error alone needs it; `--help` compiles none of its patterns
 
         super().error(plain(message))

@@ -2,38 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+from typing import TYPE_CHECKING
 
-from .common import ExitCode, add_run_id, add_store, add_workspace, duration, err, verb, with_store
-from .quantities import Count
+# Imported with this module, before the store is opened: its connection is not left idle meanwhile.
+from swarmkit.runtime import control
+from swarmkit.runtime.backoff import Backoff
+from swarmkit.runtime.event_follower import EventFollower
+from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.settings import Settings
+from swarmkit.runtime.text import plain
+from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
+from swarmkit.store.clock import store_now
+from swarmkit.store.queries import events_before
+from swarmkit.store.records import event_view, rfc3339
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
+from .store_access import err, riding_out, with_store
+
 if TYPE_CHECKING:
     from swarmkit.store import Store
     from swarmkit.store.records import EventRecord
-
-
-def add_parsers(sub) -> None:
-    p = verb(
-        sub, "logs", "print a run's events (-f follows until it ends)",
-        "Print a run's events: what its agents printed, each node's start and end, and what was done to it. "
-        "-f follows it until it ends, riding out a store that is away for a while; nothing is printed twice. "
-        "-o json prints one event a line as JSON (id, job_id, at, kind, node, step, text).",
-        [
-            "swarmkit logs a46614b1",
-            "swarmkit logs a46614b1 -f --tail 20",
-            "swarmkit logs a46614b1 --since 10m --timestamps",
-            "swarmkit logs a46614b1 -o json | jq -r .text",
-        ],
-    )
-    add_store(p)
-    add_run_id(p)
-    add_workspace(p)
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing new events until the run ends (or Ctrl-C)")
-    p.add_argument("--tail", type=Count(), metavar="N", help="only the last N events (then new ones with -f)")
-    p.add_argument("--since", type=duration, metavar="DURATION", help="only events of the last DURATION (30s, 5m, 2h, 1d)")
-    p.add_argument("--timestamps", action="store_true", help="start each line with its RFC 3339 UTC time")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default), or json: one event a line")
 
 
 class EventLines:
@@ -44,11 +34,6 @@ class EventLines:
         self.timestamps = timestamps
 
     def __call__(self, ev: EventRecord) -> str:
-        import json
-
-        from swarmkit.runtime.text import plain
-        from swarmkit.store.records import event_view, rfc3339
-
         if self.output == "json":
             # json.dumps (ASCII) escapes every control and bidi character: the line stays inert text.
             return json.dumps(event_view(ev))
@@ -61,11 +46,6 @@ class EventLines:
 
 
 async def cmd_logs(args) -> int:
-    # Imported before the store is opened: its connection is not left idle meanwhile.
-    from swarmkit.runtime import control
-    from swarmkit.store.clock import store_now
-    from swarmkit.store.queries import events_before
-
     async def go(store: Store) -> int:
         job = await _riding_out(args, store, lambda: control.resolve_run(store, args.run_id))
         line = EventLines(args.output, args.timestamps)
@@ -88,16 +68,10 @@ async def _riding_out(args, store: Store, read):
     """`read()`, again after a transient fault when following (-f rides out a store that is away); once otherwise."""
     if not args.follow:
         return await read()
-    from swarmkit.store import describe_db_error
-
-    from .common import riding_out
-
     return await riding_out(read, lambda exc: f"lost the store ({describe_db_error(exc, store.loc)}); trying again")
 
 
 async def _last_id(store: Store, job_id: str) -> int:
-    from swarmkit.store.queries import events_before
-
     last = await store.run_read(lambda c: events_before(c, job_id, None, 1))
     return last[-1].id if last else 0
 
@@ -109,14 +83,6 @@ def _print(events: list[EventRecord], line: EventLines) -> None:
 
 
 async def _follow(store: Store, args, job_id: str, short_id: str, after: int, line: EventLines, cutoff) -> int:
-    import asyncio
-
-    from swarmkit.runtime import control
-    from swarmkit.runtime.backoff import Backoff
-    from swarmkit.runtime.event_follower import EventFollower
-    from swarmkit.runtime.settings import Settings
-    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
-
     settings = Settings.from_env()
     follower = EventFollower(job_id, after, slow=0.3)
     outage: str | None = None

@@ -2,48 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from swarmkit.runtime.errors import UsageError
+from swarmkit.runtime import control
+from swarmkit.runtime.echo import Echo, say
+from swarmkit.runtime.errors import FlowError, UsageError
+from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.flow import load_flow, parse_inputs
+from swarmkit.runtime.settings import default_actor
+from swarmkit.runtime.steps import step_words
+from swarmkit.runtime.text import plain, plain_lines
+from swarmkit.store import STORE_FAULTS, StoreReplaced, masked
+from swarmkit.store.queries import get_job, workspaces_for
 
-from .common import RUN_ID_HELP, ExitCode, add_store, err, verb, with_store
+from .store_access import err, with_store
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from swarmkit.store import Store
 
 
-def add_parsers(sub) -> None:
-    p = verb(
-        sub, "run", "run a flow here (or --detach to queue it, --resume to continue a run)",
-        "Host a run of a flow in this process until it ends, stops or waits at a gate, printing what its agents print. "
-        "Ctrl-C stops it at the next agent boundary (resumable); a second Ctrl-C cancels it, keeping its workspace. "
-        "With --detach the run is queued for a worker instead, and only its id is printed.",
-        [
-            "swarmkit run flow.toml --input topic=release",
-            "swarmkit run flow.toml --detach ~/work/site",
-            "swarmkit run --resume a46614b1",
-        ],
-    )
-    add_store(p)
-    p.add_argument("args", nargs="*", metavar="FLOW [WORKSPACE]", help="the flow file, then optionally the workspace folder (default: the current folder)")
-    p.add_argument("--input", action="append", metavar="KEY=VALUE", default=[], help="an input for the run (repeatable)")
-    p.add_argument("--detach", action="store_true", help="queue the run for a worker and print only its id")
-    p.add_argument("--resume", metavar="RUN_ID", help="claim a stopped, deferred or lost run and host it here; " + RUN_ID_HELP)
-
-
 async def host_foreground(store: Store, job_id: str, epoch: int, flow, *, resumed: bool) -> int:
-    import asyncio
-
-    from swarmkit.runtime import control
-    from swarmkit.runtime.echo import Echo, say
-    from swarmkit.runtime.executor import RunHost
-    from swarmkit.runtime.settings import default_actor
-    from swarmkit.runtime.steps import step_words
-    from swarmkit.runtime.text import plain, plain_lines
-    from swarmkit.store import STORE_FAULTS, StoreReplaced, masked
-    from swarmkit.store.queries import get_job, workspaces_for
+    from swarmkit.runtime.executor import RunHost  # late: the executor hosts a run here; `run --detach` queues one and loads none
 
     loop = asyncio.get_running_loop()
     presses = {"n": 0}
@@ -149,8 +132,6 @@ async def cmd_run(args) -> int:
         raise UsageError("run needs a flow file: swarmkit run FLOW [--input k=v]... [WORKSPACE]")
     if len(positional) > 2:
         raise UsageError(f"run takes a flow file and optionally a workspace, not {len(positional)} arguments")
-    from swarmkit.runtime.flow import load_flow, parse_inputs
-
     flow_path = positional[0]
     args.workspace = positional[1] if len(positional) > 1 else None
     # Refuse a bad flow or bad inputs before any run is created.
@@ -158,10 +139,6 @@ async def cmd_run(args) -> int:
     inputs = parse_inputs(args.input)
 
     async def go(store: Store) -> int:
-        from swarmkit.runtime import control
-        from swarmkit.runtime.echo import say
-        from swarmkit.runtime.text import plain
-
         if args.detach:
             job = await control.submit(store, flow, inputs)
             print(job.id)
@@ -174,17 +151,11 @@ async def cmd_run(args) -> int:
 
 
 def _is_file(path: str) -> bool:
-    from pathlib import Path
-
     return Path(path).is_file()
 
 
 async def _resume_here(args, store: Store) -> int:
-    from swarmkit.runtime import control
-    from swarmkit.runtime.echo import say
-    from swarmkit.runtime.errors import FlowError
-    from swarmkit.runtime.executor import flow_for_job
-    from swarmkit.runtime.text import plain_lines
+    from swarmkit.runtime.executor import flow_for_job  # late: as host_foreground's RunHost (the executor, for a run hosted here)
 
     res, job = await control.claim_for_resume(store, args.resume)
     if job is None:

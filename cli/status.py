@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
+from typing import TYPE_CHECKING
 
+from swarmkit.runtime import control
 from swarmkit.runtime.errors import UsageError
+from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.runtime.report import HEADERS, cell_width, clock_warning, format_row, format_table, run_rows
+from swarmkit.runtime.settings import Settings
+from swarmkit.runtime.text import plain
+from swarmkit.store.clock import store_now
+from swarmkit.store.reads import list_jobs, skewed_workers, workspaces_for
+from swarmkit.store.records import merged_view, rfc3339, run_list
 
-from .common import ExitCode, add_output, add_store, duration, err, run_and_workspace, verb, with_store
+from .store_access import err, run_and_workspace, with_store
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from datetime import datetime
 
@@ -19,31 +29,6 @@ if TYPE_CHECKING:
 WIDE_HEADERS = ("HOST", "PID", "EPOCH", "CREATED")
 # `-w` looks this often; a change is printed at the next look.
 WATCH_POLL_S = 0.5
-
-
-def add_parsers(sub) -> None:
-    p = verb(
-        sub, "status", "list runs (filtered, or watched with -w), or show one run",
-        "Without a run id: the runs, active ones first, then the 50 most recent ended ones (--all for every one). "
-        "With one: every field of that run's merged view. -w prints the table, then one line for each change as it "
-        "happens, until Ctrl-C. -o json gives the one JSON shape of Swarmkit (runtime/schemas/run_list.schema.json): "
-        '{"schema": 1, "runs": [...]} for a list, the run itself for one; with -w, one run a line as it changes.',
-        [
-            "swarmkit status",
-            "swarmkit status a46614b1",
-            "swarmkit status --status running,stalled --flow release -o wide",
-            "swarmkit status --since 2h -o json",
-            "swarmkit status -w",
-        ],
-    )
-    add_store(p)
-    p.add_argument("args", nargs="*", metavar="[RUN_ID] [WORKSPACE]", help="a run id (or unique prefix) to show one run; a workspace folder whose store to use")
-    add_output(p)
-    p.add_argument("--all", action="store_true", help="include every ended run, not just the 50 most recent")
-    p.add_argument("-w", "--watch", action="store_true", help="after the list, print each run that changes as it changes, until interrupted")
-    p.add_argument("--status", metavar="STATUS[,STATUS]", action="append", default=[], help="only runs in these shown statuses (running, stalled, stopping, queued, completed, ...; repeatable)")
-    p.add_argument("--flow", metavar="NAME", action="append", default=[], help="only runs of this flow (repeatable)")
-    p.add_argument("--since", metavar="DURATION", type=duration, help="only runs changed in the last DURATION (30s, 5m, 2h, 1d)")
 
 
 def _split_args(args) -> str | None:
@@ -72,15 +57,10 @@ class RunFilter:
 
 
 def wide_row(job: JobRecord) -> tuple[str, ...]:
-    from swarmkit.runtime.text import plain
-    from swarmkit.store.records import rfc3339
-
     return (plain(job.host or "-", 24), str(job.pid or "-"), str(job.epoch), rfc3339(job.created_at)[:19] + "Z")
 
 
 def table_rows(jobs: list[JobRecord], now: datetime, wide: bool) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
-    from swarmkit.runtime.report import HEADERS, run_rows
-
     rows = run_rows(jobs, now)
     if not wide:
         return HEADERS, rows
@@ -91,12 +71,6 @@ async def cmd_status(args) -> int:
     run_ref = _split_args(args)
 
     async def go(store: Store) -> int:
-        from swarmkit.runtime import control
-        from swarmkit.runtime.report import clock_warning
-        from swarmkit.runtime.settings import Settings
-        from swarmkit.store.clock import store_now
-        from swarmkit.store.reads import skewed_workers
-
         lease_s = Settings.from_env().lease_s
         await control.mark_lost(store, lease_s)
         warning = clock_warning(await store.run_read(lambda c: skewed_workers(c, lease_s)))
@@ -110,13 +84,6 @@ async def cmd_status(args) -> int:
 
 
 async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> int:
-    import json
-
-    from swarmkit.runtime import control
-    from swarmkit.runtime.text import plain
-    from swarmkit.store.reads import workspaces_for
-    from swarmkit.store.records import merged_view
-
     job = await control.resolve_run(store, run_ref)
     async with store.read() as conn:
         ws = (await conn.run_sync(workspaces_for, [job.id]))[job.id]
@@ -143,9 +110,6 @@ async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> i
 
 async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] = frozenset()):
     """The runs the filters keep, and those named in `also` whatever they are now (a watched run that left the filter)."""
-    from swarmkit.store.clock import store_now
-    from swarmkit.store.reads import list_jobs, workspaces_for
-
     now = store_now()
     keep = RunFilter(args, now)
     # A filter looks at every ended run: `--status completed` means all of them, not the last 50.
@@ -157,11 +121,6 @@ async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] 
 
 
 async def _list(store: Store, args, lease_s: float) -> int:
-    import json
-
-    from swarmkit.runtime.report import format_table
-    from swarmkit.store.records import merged_view, run_list
-
     jobs, wss, now = await _read(store, args, args.output == "json")
     if args.output == "json" and not args.watch:
         print(json.dumps(run_list([merged_view(j, wss.get(j.id, []), now) for j in jobs]), indent=2, sort_keys=True))
@@ -190,14 +149,7 @@ def _signature(job: JobRecord, now: datetime) -> tuple:
 
 async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], headers: tuple[str, ...]) -> int:
     """Like `kubectl get -w`: after the list, one line for each run that changed, as it changes, until Ctrl-C."""
-    import asyncio
-    import json
-
-    from swarmkit.runtime import control
-    from swarmkit.runtime.report import cell_width, format_row
-    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
-    from swarmkit.store.clock import store_now
-    from swarmkit.store.records import merged_view
+    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient  # late: SQLAlchemy's (store/store.py); a one-shot status on SQLite loads none
 
     seen = {j.id: _signature(j, store_now()) for j in first}
     # The columns keep the widths the table had (at least the headers'), as kubectl's do.

@@ -23,6 +23,6 @@ class VersionAction(argparse.Action):
 
 def version_line(prog: str) -> str:
     """`swarmkit 0.1.0 (store schema revision 0003)`: what `swarmkit db status` compares a store with."""
-    from swarmkit.store.revisions import head_revision
+    from swarmkit.store.revisions import head_revision  # late: `--version` alone reads the migration files
 
     return f"{prog} {VERSION} (store schema revision {head_revision()})"

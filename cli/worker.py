@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import signal
+from typing import TYPE_CHECKING
 
+from swarmkit.runtime.echo import Echo
+from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.log_lines import LogLines
+from swarmkit.runtime.notify_config import notify_config
+from swarmkit.runtime.worker import Worker
 
-from .common import ExitCode, add_log_format, add_notify, add_store, add_workspace, verb, with_store
-from .quantities import MAX_CONCURRENCY, Count
+from .store_access import with_store
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see common.py)
 if TYPE_CHECKING:
     from swarmkit.store import Store
 
 
-def add_parsers(sub) -> None:
-    p = verb(
-        sub, "worker", "claim queued runs and host many at once",
-        "Claim queued runs from the store and host up to --concurrency of them at once, until SIGINT or SIGTERM. "
-        "The first signal drains: each run goes back to the queue at its next agent boundary; a second leaves them now "
-        "(they show lost after their lease, resumable). Each line it prints starts with its RFC 3339 UTC time.",
-        ["swarmkit worker --concurrency 8", "swarmkit worker --store postgresql://db.internal/swarmkit --log-format json"],
-    )
-    add_store(p)
-    add_workspace(p)
-    p.add_argument("--concurrency", type=Count(1, MAX_CONCURRENCY), default=4, metavar="N", help="runs hosted at once (default 4)")
-    add_notify(p)
-    add_log_format(p)
-
-
 async def cmd_worker(args) -> int:
-    import asyncio
-    import os
-
-    from swarmkit.runtime.echo import Echo
-    from swarmkit.runtime.notify_config import notify_config
-    from swarmkit.runtime.worker import Worker
-
     notify = notify_config(args.notify, os.environ)
 
     lines = LogLines(args.log_format)

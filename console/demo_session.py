@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import os
 import signal
 import subprocess
@@ -136,8 +137,6 @@ def _die_with_parent() -> None:
     supervisors see their host go and end them, and the runs show lost, resumable.
     """
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

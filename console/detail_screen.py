@@ -81,7 +81,7 @@ class DetailScreen(ActingScreen):
 
     async def _read_detail(self, key: str):
         store = await self.link.get()
-        # Loaded with the store (SQLAlchemy): the first frame needs none of them.
+        # late: loaded with the store (SQLAlchemy); the first frame needs none of them
         from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
 
         def read(conn):

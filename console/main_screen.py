@@ -366,7 +366,7 @@ class MainScreen(DetailScreen):
 
     # The help and log screens are imported when first opened: the first frame needs neither.
     def action_help(self) -> None:
-        from .help_screen import HelpScreen
+        from .help_screen import HelpScreen  # late: when first opened; the first frame needs none of it
 
         self.app.push_screen(HelpScreen(self.help_entries(), read_only=self.read_only))
 
@@ -375,7 +375,7 @@ class MainScreen(DetailScreen):
         if job is None:
             self.say("no run selected", "warning")
             return
-        from .log_screen import LogScreen
+        from .log_screen import LogScreen  # late: when first opened; the first frame needs none of it
 
         self.app.push_screen(LogScreen(self.link, job, clock=self.clock, poll_interval=self.poll_interval))
 

@@ -106,7 +106,7 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
             got.partial = active < marker.active or len(got.rows) - active >= min(plan.peek, held.ended_bound)
         got.counts = current_counts(conn, plan.now - held.linger)
         if plan.text_filter is not None:
-            from swarmkit.store.queries import shown_running_counts  # built with SQLAlchemy, as a filter is
+            from swarmkit.store.queries import shown_running_counts  # late: built with SQLAlchemy, as a filter is
 
             got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
     elif plan.event_since is not None:

@@ -163,9 +163,8 @@ class Poller:
         read_at = store_now()
         got = await self._read(store, plan)
         if got.lease_expired:
-            # Imported when first needed: the console's first frame needs none of the acts' code.
-            from swarmkit.runtime import control
-            from swarmkit.store import STORE_FAULTS
+            from swarmkit.runtime import control  # late: when first needed; the console's first frame needs none of the acts' code
+            from swarmkit.store import STORE_FAULTS  # late: SQLAlchemy's errors, with the full store the lease check opens
 
             try:
                 await control.mark_lost(await self.link.get(), self.lease_s)

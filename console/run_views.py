@@ -174,7 +174,7 @@ def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ..
 
 
 def log_line(ev: EventRecord) -> LogLine:
-    from swarmkit.widgets.log_tail import LogLine  # with the log screen: the first frame needs none of it
+    from swarmkit.widgets.log_tail import LogLine  # late: with the log screen; the first frame needs none of it
 
     t = clock_time(ev.at)
     node = ev.node or ""

@@ -143,7 +143,7 @@ class StoreLink:
         if self._store is None:
             if self.sqlite_path is not None:
                 self._stat()
-            from swarmkit.store import Store
+            from swarmkit.store import Store  # late: SQLAlchemy; the first frame reads through the lite store
 
             # One connection on PostgreSQL: polls and acts take turns on it.
             store = await Store.open(loc=self.loc, create=False, upgrade=False, migrate=not self._checked, application_name=application_name("console"))

@@ -6,8 +6,8 @@ its terminal. That command is `swarmkit-console` itself (this interpreter,
 `--read-only` unless `--allow-acts`: the browser gets the console the
 terminal gets, built by the same `make_app`, and nothing else.
 
-textual-serve has no authentication of its own, so this module wraps its
-aiohttp application in a middleware (`Guard`):
+textual-serve has no authentication of its own, so console/web_server.py wraps
+its aiohttp application in a middleware (`Guard`):
 
 - With a token (`SWARMKIT_CONSOLE_TOKEN`, or `--token-file`), every request
   must carry it: `Authorization: Bearer TOKEN`, or `?token=TOKEN` (which
@@ -25,30 +25,26 @@ aiohttp application in a middleware (`Guard`):
   cross-site`, is refused (403), so a page open in the operator's browser
   cannot drive the console.
 
-textual-serve (and aiohttp under it) is imported here only, and this module
-only for `serve`: no other use of `swarmkit-console` starts slower.
+textual-serve (and aiohttp under it) is imported by web_server.py only, which this
+module imports once its checks pass, and this module only for `serve`: no other use
+of `swarmkit-console` starts slower.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import hashlib
-import hmac
 import os
-import re
 import shlex
-import signal
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
-from swarmkit.api.http_trust import allowed_hosts, check_host_name, host_allowed, is_loopback, origin_allowed
+from swarmkit.api.http_trust import allowed_hosts, is_loopback
 from swarmkit.cli.quantities import Port, Seconds
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
+from swarmkit.store.store_errors import StoreUrlError
+from swarmkit.store.store_location import named_store, resolve_store
 
 from .store_probe import probe_store
 
@@ -57,8 +53,6 @@ MIN_TOKEN_CHARS = 16
 DEFAULT_PORT = 8766
 INSTALL_HINT = "swarmkit-console serve needs textual-serve: install the web extra, pip install 'swarmkit-run-control[web]'"
 MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
-# What a Host header may look like: a name, an IPv4 address or a bracketed IPv6 one, and a port.
-HOST_HEADER = re.compile(r"^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?$")
 
 
 def build_serve_parser() -> argparse.ArgumentParser:
@@ -113,122 +107,7 @@ def console_command(workspace: Path, *, read_only: bool, poll: float) -> str:
     return shlex.join(argv)
 
 
-def cookie_name(port: int) -> str:
-    # Cookies ignore ports: one name per port keeps two servers on one host apart.
-    return f"swarmkit_console_{port}"
-
-
-class Guard:
-    """The aiohttp middleware in front of textual-serve's routes: token, Host and Origin checks."""
-
-    __middleware_version__ = 1  # aiohttp's mark of a new-style middleware (what @web.middleware sets)
-
-    def __init__(self, token: str | None, *, port: int, public_url: str | None, hosts: list[str] | None = None) -> None:
-        self.token = token.encode("utf-8") if token is not None else None
-        self.hosts = list(hosts or allowed_hosts("127.0.0.1"))
-        if public_url and urlsplit(public_url).hostname:
-            self.hosts.append(check_host_name(urlsplit(public_url).hostname or "", "--public-url"))
-        self.cookie = cookie_name(port)
-        # The cookie carries a value derived from the token, never the token itself.
-        self.cookie_value = hmac.new(self.token, b"swarmkit-console session", hashlib.sha256).hexdigest() if self.token else ""
-        self.public_netloc = urlsplit(public_url).netloc.lower() if public_url else None
-        self.secure_cookie = bool(public_url and public_url.lower().startswith("https:"))
-
-    def _matches(self, given: str | None, expected: bytes) -> bool:
-        return given is not None and hmac.compare_digest(given.encode("utf-8"), expected)
-
-    def _bearer(self, request: Any) -> str | None:
-        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-        return value.strip() if scheme.lower() == "bearer" and value.strip() else None
-
-    async def __call__(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        from aiohttp import web
-
-        host = request.headers.get("Host", "")
-        if not HOST_HEADER.match(host):
-            return web.Response(status=400, text="bad Host header\n")
-        # A page on another site that resolves its own name to 127.0.0.1 is not let in.
-        if not host_allowed(host, self.hosts):
-            return web.Response(status=400, text="refused: not a Host name this console serves (--allowed-host names more)\n")
-        if request.headers.get("Upgrade", "").lower() == "websocket":
-            origin = request.headers.get("Origin")
-            ours = origin is not None and (
-                origin_allowed(origin, host, request.scheme, ()) or urlsplit(origin).netloc.lower() == self.public_netloc
-            )
-            if (origin is not None and not ours) or (request.headers.get("Sec-Fetch-Site", "").lower() == "cross-site" and not ours):
-                return web.Response(status=403, text="refused: a websocket from another site\n")
-        if self.token is None:
-            return await handler(request)
-        query_token = request.query.get("token")
-        if query_token is not None:
-            if not self._matches(query_token, self.token):
-                return web.Response(status=403, text="refused: wrong token\n")
-            # Good: set the cookie and drop the token from the address bar.
-            rest = [(k, v) for k, v in request.query.items() if k != "token"]
-            target = request.rel_url.with_query(rest) if rest else request.rel_url.with_query(None)
-            resp = web.HTTPSeeOther(location=str(target))
-            resp.set_cookie(self.cookie, self.cookie_value, httponly=True, samesite="Lax", secure=self.secure_cookie, path="/")
-            return resp
-        bearer = self._bearer(request)
-        if bearer is not None:
-            if self._matches(bearer, self.token):
-                return await handler(request)
-            return web.Response(status=403, text="refused: wrong token\n")
-        cookie = request.cookies.get(self.cookie)
-        if cookie is not None:
-            if self._matches(cookie, self.cookie_value.encode("ascii")):
-                return await handler(request)
-            return web.Response(status=403, text="refused: wrong token\n")
-        return web.Response(
-            status=401,
-            text="a token is needed: open this address with ?token=TOKEN, or send Authorization: Bearer TOKEN\n",
-            headers={"WWW-Authenticate": 'Bearer realm="swarmkit-console"'},
-        )
-
-
-def make_server(
-    command: str, *, host: str, port: int, title: str, token: str | None, public_url: str | None, say: Callable[[str], None], hosts: list[str] | None = None,
-) -> Any:
-    """textual-serve's Server with the guard in front and a start-up line of our own."""
-    from aiohttp import web
-    from textual_serve.server import Server
-
-    guard = Guard(token, port=port, public_url=public_url, hosts=hosts or allowed_hosts(host))
-
-    class ConsoleServer(Server):
-        async def _make_app(self) -> web.Application:
-            app = await super()._make_app()
-            app.middlewares.append(guard)
-            return app
-
-        async def handle_index(self, request: web.Request) -> Any:
-            # The page names its websocket by an absolute URL: the address this
-            # browser used (the guard has checked the Host header), unless told.
-            if public_url is None:
-                self.public_url = f"{request.scheme}://{request.host}"
-            return await super().handle_index(request)
-
-        async def on_startup(self, app: web.Application) -> None:
-            pass
-
-        def serve(self, debug: bool = False) -> None:
-            self.debug = debug
-            self.initialize_logging()
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, self.request_exit)
-            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop, print=lambda *a: say(shown))
-
-    shown_host = f"[{host}]" if ":" in host else host
-    shown = f"serving the console at http://{shown_host}:{port}/"
-    return ConsoleServer(command, host=host, port=port, title=title, public_url=public_url)
-
-
 def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
-    from swarmkit.store import StoreUrlError, resolve_store
-    from swarmkit.store.store_location import named_store
-
     # --port and --poll are checked as they are parsed (swarmkit.cli.quantities).
     args = build_serve_parser().parse_args(argv)
     try:
@@ -249,9 +128,10 @@ def run_serve(argv: list[str], err: Callable[[str], None]) -> int:
         err(str(exc))
         return ExitCode.USAGE
     try:
-        import aiohttp  # noqa: F401
-        import textual_serve.server  # noqa: F401
-    except ImportError:
+        from .web_server import make_server  # late: textual-serve and aiohttp, the web extra: when it is missing, the hint is said
+    except ImportError as exc:
+        if (exc.name or "").startswith("swarmkit"):
+            raise
         err(INSTALL_HINT)
         return ExitCode.USAGE
     try:

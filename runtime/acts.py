@@ -114,7 +114,7 @@ async def submit(
 
     actor = actor or default_actor()
     # Read before the run exists: a module too big to store refuses the submit.
-    from .flow_modules import collect_modules, encode_modules  # flows load only where one is submitted or claimed
+    from .flow_modules import collect_modules, encode_modules  # late: flows load only where one is submitted or claimed, not for `swarmkit stop`
 
     modules = encode_modules(collect_modules(flow))
     now = store_now()
@@ -162,7 +162,7 @@ OVERDUE_FLOOR_S = 5.0
 
 async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
     """When a stop asked for at `at` shows overdue: a few times the node's usual duration later."""
-    from .run_columns import usual as median_of  # one rule for a node's usual time, as the console's ETA
+    from .run_columns import usual as median_of  # late: one rule for a node's usual time, as the console's ETA; only a stop of a running run asks
 
     usual = None
     if job.current_node:
@@ -170,7 +170,7 @@ async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
         usual = await store.run_read(lambda c: median_of(node_durations(c, job.flow, node, job.id)))
     if usual is None:
         try:
-            from .flow import parse_flow  # flows (and tomllib) load only where a run's flow is read
+            from .flow import parse_flow  # late: flows (and tomllib) load only where a run's flow is read
 
             usual = (parse_flow(job.flow_source, job.flow_path).stall_after_s or Settings.from_env().stall_after_s) / OVERDUE_FACTOR
         except FlowError:
@@ -317,7 +317,7 @@ async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActRes
 async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
     from swarmkit.store.run_writes import cancel_unhosted, request_cancel  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
 
-    from .workspaces import carry_out, decide
+    from .workspaces import carry_out, decide  # late: a cancel's workspaces load SQLAlchemy, which `swarmkit stop` on SQLite never does
 
     actor = actor or default_actor()
     job = await resolve_run(store, ref)

@@ -38,7 +38,7 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, 
     lease_s = claim_lease(lease_s)
     await mark_lost(store, lease_s)
     job = await reload_run(store, job.id)
-    from .flow_modules import missing_for_row
+    from .flow_modules import missing_for_row  # late: flows load only where a run is claimed
 
     missing = missing_for_row(job.flow_source, job.flow_path, job.flow_modules)
     if missing and (job.status in RESUMABLE_STATUSES or job.status == QUEUED):
@@ -81,7 +81,7 @@ async def claim_queued(
     queued for a worker that can, and an event (`run.unloadable`) names this
     worker and what it lacks, once per run for each `told` set (a worker's).
     """
-    from swarmkit.store import STORE_FAULTS
+    from swarmkit.store import STORE_FAULTS  # late: it loads SQLAlchemy, which `swarmkit stop` on SQLite never does (control imports this module)
     from swarmkit.store.run_writes import queued_runs  # late: `swarmkit stop` on SQLite loads no SQLAlchemy (control imports this module)
 
     if limit <= 0:
@@ -96,7 +96,7 @@ async def claim_queued(
     for job_id, epoch, flow_source, flow_path, modules in candidates:
         if len(claimed) >= limit:
             break
-        from .flow_modules import missing_for_row
+        from .flow_modules import missing_for_row  # late: as in claim_run
 
         missing = missing_for_row(flow_source, flow_path, modules)
         if missing:

@@ -53,12 +53,11 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
         stale = (await conn.execute(S.STALE_RUNNING_SQLITE if sqlite else S.STALE_RUNNING, clock.age_params(lease_s, sqlite))).all()
     if not stale:
         return []
-    # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
-    from swarmkit.store.lite import LiteStore
-    from swarmkit.store.run_writes import mark_lapsed
-    from swarmkit.store.store import is_lock_wait
+    from swarmkit.store.lite import LiteStore  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
+    from swarmkit.store.run_writes import mark_lapsed  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
+    from swarmkit.store.store import is_lock_wait  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
 
-    from .workspaces import carry_out, decide
+    from .workspaces import carry_out, decide  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
 
     if isinstance(store, LiteStore):
         # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.
@@ -99,7 +98,7 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
 
 
 async def live_worker_count(store: Store, lease_s: float) -> int:
-    from swarmkit.store.queries import live_workers
+    from swarmkit.store.queries import live_workers  # late: after an act only; `swarmkit stop` on SQLite loads no SQLAlchemy
 
     async with store.read() as conn:
         return len(await conn.run_sync(live_workers, lease_s))

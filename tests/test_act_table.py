@@ -17,7 +17,7 @@ ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
 
 
 def test_every_door_reads_the_one_table():
-    from swarmkit.cli.acts import HELP
+    from swarmkit.cli.acts_parser import HELP
     from swarmkit.cli.command import build_parser
     from swarmkit.console.acts import ACTS as CONSOLE_ACTS
 

@@ -148,3 +148,54 @@ def test_the_import_contracts_hold():
     lint = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+# The doors' start-up (issue 30): a module of cli/, console/, api/ or widgets/ imports at its top. An import
+# inside a function stays only where start-up needs it (`swarmkit --help` loads no verb's work, a one-shot verb
+# on SQLite no SQLAlchemy, the console's first frame neither), and says why on its line or the one before.
+LATE_REASON = re.compile(r"#\s*late:\s*\S")
+
+
+def late_imports_without_a_reason(path: Path, root: Path = ROOT) -> list[str]:
+    """`file:line import` for each import inside a function of `path` with no `# late: <reason>` on its line or the one before."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source, str(path))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        up = parents.get(node)
+        while up is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            up = parents.get(up)
+        if up is None:
+            continue  # at module level, or under `if TYPE_CHECKING:`
+        near = lines[node.lineno - 1] + "\n" + (lines[node.lineno - 2] if node.lineno > 1 else "")
+        if not LATE_REASON.search(near):
+            found.append(f"{path.relative_to(root)}:{node.lineno} {lines[node.lineno - 1].strip()}")
+    return found
+
+
+def test_every_late_import_says_why():
+    found = [hit for package in ("store", "runtime", "cli", "console", "api", "widgets") for path in modules_of(package) for hit in late_imports_without_a_reason(path)]
+    assert not found, "an import inside a function with no `# late: <reason>` (import it at the module's top, or say why not):\n" + "\n".join(found)
+
+
+def test_the_late_import_check_finds_what_it_should(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os\n"
+        "if os.name:\n"
+        "    import json\n"
+        "def f():\n"
+        "    import sys\n"
+        "    # late: only f's callers need it\n"
+        "    import re\n"
+        "    import csv  # late: rare\n"
+        "    class C:\n"
+        "        def g(self):\n"
+        "            from json import dumps  # late\n",
+        encoding="utf-8",
+    )
+    assert late_imports_without_a_reason(sample, tmp_path) == ["sample.py:5 import sys", "sample.py:11 from json import dumps  # late"]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.color import Color, ColorParseError
+from textual.theme import BUILTIN_THEMES
 
 from .safe_text import safe
 
@@ -135,8 +136,6 @@ class Palette:
 
 
 def _default_palette() -> Palette:
-    from textual.theme import BUILTIN_THEMES
-
     return Palette(BUILTIN_THEMES["textual-dark"].to_color_system().generate())
 
 

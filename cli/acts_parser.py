@@ -1,0 +1,47 @@
+"""`swarmkit stop | approve | resume | cancel`'s parsers: their help and their flags. Imported to build
+`swarmkit`'s parser; what each act does is runtime/act_table.py's, run by acts.py."""
+
+from __future__ import annotations
+
+from .common import add_run_id, add_store, add_workspace, verb
+
+# Each verb's help: (summary, description, examples), in the order of the table's VERBS (tests/test_act_table.py
+# holds them to it). The table itself is imported by the act (acts.py), not by `swarmkit --help`: it costs that typing.
+HELP = {
+    "stop": (
+        "stop a run at its next agent boundary (resumable)",
+        "Ask a run to stop before its next agent. The agent in flight finishes; the run is then stopped, "
+        "checkpointed, and may be resumed with `swarmkit resume` or `swarmkit run --resume`. With --now the node in "
+        "flight is interrupted (the cancel's escalation) and the run parks before it: that node's work is lost and it runs again from its start on resume.",
+        ["swarmkit stop a46614b1", "swarmkit stop --now a46614b1", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit"],
+    ),
+    "approve": (
+        "approve a run waiting at a gate",
+        "Approve the gate a deferred run waits at (an `approve = true` agent). A worker, or "
+        "`swarmkit run --resume`, then carries the run on from that agent.",
+        ["swarmkit approve a46614b1"],
+    ),
+    "resume": (
+        "queue a stopped, deferred or lost run for a worker",
+        "Put a stopped, deferred or lost run back in the queue, from its last checkpoint, for any worker to claim.",
+        ["swarmkit resume a46614b1", "swarmkit resume a46614b1 ~/work/site"],
+    ),
+    "cancel": (
+        "end a run for good (destroys its workspaces unless --keep)",
+        "End a run for good: a running run is ended at once by its host; any other is cancelled here. "
+        "Its workspaces are destroyed unless --keep. A cancelled run cannot be resumed.",
+        ["swarmkit cancel a46614b1", "swarmkit cancel a46614b1 --keep"],
+    ),
+}
+
+
+def add_parsers(sub) -> None:
+    for name, (summary, description, examples) in HELP.items():
+        p = verb(sub, name, summary, description, examples)
+        add_store(p)
+        add_run_id(p)
+        add_workspace(p)
+        if name == "cancel":
+            p.add_argument("--keep", action="store_true", help="keep the run's workspaces")
+        if name == "stop":
+            p.add_argument("--now", action="store_true", help="interrupt the node in flight and park the run before it (that node's work is lost; it runs again on resume)")
