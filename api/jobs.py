@@ -119,7 +119,7 @@ async def answer(request: Request, act: Act, res: control.ActResult) -> JSONResp
         raise Refused(plain_lines(res.message), job.display_status())
     ctx = ctx_of(request)
     hint = None
-    if act.wants_worker(res) and ctx.worker is None:
+    if act.wants_worker(res.changed) and ctx.worker is None:
         hint = await control.no_worker_warning(ctx.store, job.short_id, ctx.settings.lease_s) or None
     body = ActAnswer(
         job_id=job.id, action=act.verb, changed=res.changed, already_requested=res.already, detail=plain_lines(res.message),
@@ -148,7 +148,7 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
 
     async def route(request: Request, job_id: str, actor: str, body: BaseModel | None = None) -> JSONResponse:
         options = body.model_dump() if body is not None else {}
-        return await answer(request, act, await act.run(ctx_of(request).store, job_id, actor=actor, **options))
+        return await answer(request, act, await control.perform(act, ctx_of(request).store, job_id, actor=actor, **options))
 
     P = inspect.Parameter
     params = [P("request", P.POSITIONAL_OR_KEYWORD, annotation=Request), P("job_id", P.POSITIONAL_OR_KEYWORD, annotation=str, default=RunId)]
@@ -160,5 +160,10 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
     return route
 
 
+def _description(verb: str) -> str | None:
+    """What the act destroys, from the acts table, for the route's OpenAPI description."""
+    return "; ".join(w for a in ACTS.values() if a.verb == verb and (w := a.destroys_words())).capitalize() or None
+
+
 for _verb, (_body, _summary, _responses) in _ROUTED.items():
-    router.post(f"/jobs/{{job_id}}/{_verb}", response_model=ActAnswer, responses=_responses, summary=_summary)(_act_route(ACTS[_verb], _body))
+    router.post(f"/jobs/{{job_id}}/{_verb}", response_model=ActAnswer, responses=_responses, summary=_summary, description=_description(_verb))(_act_route(ACTS[_verb], _body))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from swarmkit.runtime.act_table import ACTS as TABLE
-from swarmkit.runtime.act_table import no_worker_warning
+from swarmkit.runtime.acts import no_worker_warning, perform
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.settings import Settings
 from swarmkit.runtime.text import plain_lines
@@ -23,13 +23,13 @@ async def cmd_act(args) -> int:
     options = {k: getattr(args, k) for k in ("now", "keep") if hasattr(args, k)}
 
     async def go(store: Store) -> int:
-        res = await act.run(store, args.run_id, **options)
+        res = await perform(act, store, args.run_id, **options)
         # What was done goes to stdout; a refusal and a warning to stderr, where scripts look for them.
         if res.code == ExitCode.OK:
             print(plain_lines(res.message))
         else:
             err(res.message)
-        if act.wants_worker(res):
+        if act.wants_worker(res.changed):
             warning = await no_worker_warning(store, res.job.short_id if res.job else args.run_id, Settings.from_env().lease_s)
             if warning:
                 err("warning: " + warning)

@@ -134,7 +134,7 @@ class ActRunner:
             self.screen.app.push_screen(ConfirmDialog(summary.split("\n")[0], outcome_lines(outcomes), [], back_label="OK"))
 
     async def _worker_hint(self, act: Act, outcomes: list[Outcome]) -> str:
-        queued = [o for o in outcomes if o.result is not None and act.rule.wants_worker(o.result)]
+        queued = [o for o in outcomes if o.result is not None and act.rule.wants_worker(o.result.changed)]
         if not queued:
             return ""
         try:
@@ -146,7 +146,7 @@ class ActRunner:
         """One act through the runtime's control functions."""
         try:
             store = await self.screen.link.get()
-            res = await act.call(store, run_id, self.screen.actor)
+            res = await control.perform(act.rule, store, run_id, actor=self.screen.actor)
             return Outcome(res.job.short_id if res.job else run_id[:8], res)
         except SwarmkitError as exc:
             return Outcome(run_id[:8], None, str(exc))

@@ -16,8 +16,7 @@ from textual.binding import Binding
 from swarmkit.runtime import act_table
 
 if TYPE_CHECKING:
-    from swarmkit.runtime.control import ActResult
-    from swarmkit.store import Store
+    pass
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,6 @@ class Act:
     @property
     def keep(self) -> bool:
         return self.rule.keep
-
-    async def call(self, store: Store, run: str, actor: str) -> ActResult:
-        return await self.rule.run(store, run, actor=actor)
 
     @property
     def action(self) -> str:

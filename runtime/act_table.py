@@ -4,21 +4,16 @@ what it destroys, what the audit records, and whether it warns when no worker is
 The CLI's verbs (cli/acts.py), the HTTP API's act routes (api/jobs.py) and the console's keys,
 palette, help and confirmations (console/acts.py, act_dialogs.py, act_runner.py) all read it;
 the doors keep only what is theirs (a key, an argparse flag, a route's body). The acts themselves,
-one conditional UPDATE each, are runtime/acts.py's, loaded at the first act: this table costs a
-door nothing at start-up (no SQLAlchemy, no control module).
+one conditional UPDATE each, are runtime/acts.py's (`perform` carries out an entry of this table),
+loaded at the first act: this table is data only and costs a door nothing at start-up (no
+SQLAlchemy, no control module).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from swarmkit.store.statuses import ACTIVE_STATUSES, CANCELLED, DEFERRED, QUEUED, RESUMABLE_STATUSES, RUNNING
-
-if TYPE_CHECKING:
-    from swarmkit.store import Store
-
-    from .acts import ActResult
 
 # The runs a cancel can still end: every one not ended.
 CANCELLABLE = ACTIVE_STATUSES
@@ -49,17 +44,16 @@ class Act:
         """A confirmation of it names the run's workspaces (destroyed or kept)."""
         return self.verb == "cancel"
 
-    async def run(self, store: Store, ref: str, *, actor: str | None = None, **options: Any) -> ActResult:
-        """The act, through the runtime's control function (`options`: a door's flags, e.g. now=, keep=)."""
-        from . import acts  # late: the doors read this table to build their parsers and keys; the acts load at the first act
+    def wants_worker(self, changed: bool) -> bool:
+        """Whether a door should look for a live worker after the act: it `changed` the run, queuing it for one."""
+        return self.warns_without_worker and changed
 
-        call = getattr(acts, self.verb)
-        result: ActResult = await call(store, ref, actor=actor, **{**dict(self.options), **options})
-        return result
-
-    def wants_worker(self, result: ActResult) -> bool:
-        """Whether a door should look for a live worker after `result`: it queued a run for one."""
-        return self.warns_without_worker and result.changed
+    def destroys_words(self) -> str:
+        """What it destroys, with the options that make it do so ("" nothing): the API's and the help's words."""
+        if not self.destroys:
+            return ""
+        flags = ", ".join(f"{k}={str(v).lower()}" for k, v in self.options)
+        return f"with {flags}: destroys {self.destroys}" if flags else f"destroys {self.destroys}"
 
 
 _ACTS = (
@@ -90,12 +84,3 @@ def no_worker_hint(short_id: str) -> str:
         "no live worker is watching this store: start one with `swarmkit worker`, "
         f"or host it here with `swarmkit run --resume {short_id}`."
     )
-
-
-async def no_worker_warning(store: Store, short_id: str, lease_s: float) -> str:
-    """The warning after an act that queued a run (`Act.wants_worker`) when no live worker watches the store; "" when one does."""
-    from .leases import live_worker_count  # late: as `run` above, the leases load after an act, not with a door
-
-    if await live_worker_count(store, lease_s) > 0:
-        return ""
-    return no_worker_hint(short_id)

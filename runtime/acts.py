@@ -26,10 +26,11 @@ from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
 from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 
+from .act_table import ACTS, Act, no_worker_hint
 from .errors import AmbiguousRun, FlowError, RunNotFound
 from .exit_code import ExitCode
 from .journal import record_audit, record_event, state_json
-from .leases import claim_lease
+from .leases import claim_lease, live_worker_count
 from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .steps import step_words
@@ -208,9 +209,9 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
                     detail: dict[str, Any] = {"node": job.current_node, "step": step_words(job.step, job.steps)}
                     if now:
                         detail["now"] = True
-                    await record_audit(conn, actor, "run.stop_requested", job.id, detail, at=at)
+                    await record_audit(conn, actor, ACTS["stop"].audit, job.id, detail, at=at)
                     text = f"stop --now requested by {actor}: interrupting {job.current_node or 'the node in flight'}" if now else f"stop requested by {actor}"
-                    await record_event(conn, job.id, "run.stop_requested", text, node=job.current_node, at=at)
+                    await record_event(conn, job.id, ACTS["stop"].audit, text, node=job.current_node, at=at)
             if res.rowcount == 1:
                 if now:
                     node = job.current_node or "the node in flight"
@@ -229,7 +230,7 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
             async with store.write() as conn:
                 res = await conn.execute(S.STOP_QUEUED, {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_actor": actor})
                 if res.rowcount == 1:
-                    await record_audit(conn, actor, "run.stop_requested", job.id, {"node": None, "step": step_words(job.step, job.steps), **({"now": True} if now else {})}, at=at)
+                    await record_audit(conn, actor, ACTS["stop"].audit, job.id, {"node": None, "step": step_words(job.step, job.steps), **({"now": True} if now else {})}, at=at)
                     await record_audit(conn, actor, "run.stopped", job.id, {"boundary": "before it was claimed", "step": step_words(job.step, job.steps)}, at=at)
                     await record_event(conn, job.id, "run.stopped", f"stopped while queued by {actor}", at=at)
                     await record_notification(conn, job.id, "run.stopped", flow=job.flow, text=f"stopped while queued by {actor}", at=at)
@@ -267,10 +268,10 @@ def resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
 
 async def audit_resume(conn: AsyncConn, job: JobRecord, actor: str, now: datetime, how: str) -> None:
     if job.status == DEFERRED:
-        await record_audit(conn, actor, "gate.approved", job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
-        await record_event(conn, job.id, "gate.approved", f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
-    await record_audit(conn, actor, "run.resumed", job.id, {"from": job.status, "how": how, "step": step_words(job.step, job.steps)}, at=now)
-    await record_event(conn, job.id, "run.resumed", f"resumed from {job.status} by {actor} ({how})", at=now)
+        await record_audit(conn, actor, ACTS["approve"].audit, job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
+        await record_event(conn, job.id, ACTS["approve"].audit, f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
+    await record_audit(conn, actor, ACTS["resume"].audit, job.id, {"from": job.status, "how": how, "step": step_words(job.step, job.steps)}, at=now)
+    await record_event(conn, job.id, ACTS["resume"].audit, f"resumed from {job.status} by {actor} ({how})", at=now)
 
 
 def refuse_resume(job: JobRecord) -> ActResult:
@@ -331,8 +332,8 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
             async with store.write() as conn:
                 moved = await request_cancel(conn, job.id, job.epoch, at=now, actor=actor, keep=keep)
                 if moved == 1:
-                    await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "node": job.current_node}, at=now)
-                    await record_event(conn, job.id, "run.cancel_requested", f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
+                    await record_audit(conn, actor, ACTS["cancel"].audit, job.id, {"keep": keep, "node": job.current_node}, at=now)
+                    await record_event(conn, job.id, ACTS["cancel"].audit, f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
             if moved == 1:
                 node = f"interrupt {job.current_node} and " if job.current_node else ""
                 return ActResult(
@@ -345,7 +346,7 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
                 moved = await cancel_unhosted(conn, job.id, job.status, job.epoch, at=now, actor=actor, keep=keep)
                 said: list[str] = []
                 if moved == 1:
-                    await record_audit(conn, actor, "run.cancel_requested", job.id, {"keep": keep, "from": job.status}, at=now)
+                    await record_audit(conn, actor, ACTS["cancel"].audit, job.id, {"keep": keep, "from": job.status}, at=now)
                     said = await decide(conn, job.id, destroy=not keep, reason="cancelled")
                     await record_audit(conn, actor, "run.cancelled", job.id, {"keep": keep, "from": job.status, "workspaces": said}, at=now)
                     await record_event(conn, job.id, "run.cancelled", f"cancelled by {actor} while {job.status} (workspaces {keep_words})", at=now)
@@ -359,3 +360,18 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
             return ActResult(DONE, False, f"{sid} is {job.status}; nothing to cancel.", job)
         job = await reload_run(store, job.id)
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the cancel; try again.", job)
+
+
+async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None, **options: Any) -> ActResult:
+    """An entry of the acts table carried out on run `ref` (`options`: a door's flags, e.g. now=, keep=;
+    the entry's own options win over none of them but fill what a door leaves out)."""
+    call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
+    result: ActResult = await call(store, ref, actor=actor, **{**dict(act.options), **options})
+    return result
+
+
+async def no_worker_warning(store: Store, short_id: str, lease_s: float) -> str:
+    """The warning after an act that queued a run (`Act.wants_worker`) when no live worker watches the store; "" when one does."""
+    if await live_worker_count(store, lease_s) > 0:
+        return ""
+    return no_worker_hint(short_id)

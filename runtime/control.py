@@ -3,10 +3,10 @@
 Each name lives in the module of its seam, and is re-exported here so that a
 door needs one import:
 
-- `act_table`: the acts as the doors offer them (`ACTS`, `VERBS`, `Act`,
-  `no_worker_warning`);
+- `act_table`: the acts as the doors offer them (`ACTS`, `VERBS`, `Act`);
 - `acts`: resolving a run by id or prefix, submit, stop, resume, approve,
-  cancel, and what they answer (`ActResult`, `DONE`, `REFUSED`, `USAGE`);
+  cancel, `perform` (an entry of the table carried out), what they answer
+  (`ActResult`, `DONE`, `REFUSED`, `USAGE`), and `no_worker_warning`;
 - `claims`: a host taking a run at a new epoch (`claim_queued`,
   `claim_for_resume`);
 - `leases`: a host's lease and what a looker does past it (`mark_lost`,
@@ -22,7 +22,6 @@ from .act_table import ACTS as ACTS
 from .act_table import VERBS as VERBS
 from .act_table import Act as Act
 from .act_table import no_worker_hint as no_worker_hint
-from .act_table import no_worker_warning as no_worker_warning
 from .acts import DONE as DONE
 from .acts import NOW_LOSES as NOW_LOSES
 from .acts import OVERDUE_FACTOR as OVERDUE_FACTOR
@@ -32,7 +31,9 @@ from .acts import USAGE as USAGE
 from .acts import ActResult as ActResult
 from .acts import approve as approve
 from .acts import cancel as cancel
+from .acts import no_worker_warning as no_worker_warning
 from .acts import overdue_at as overdue_at
+from .acts import perform as perform
 from .acts import resolve_run as resolve_run
 from .acts import resume as resume
 from .acts import stop as stop

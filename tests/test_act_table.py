@@ -7,7 +7,8 @@ from pathlib import Path
 
 from sqlalchemy import update
 
-from swarmkit.runtime.act_table import ACTS, VERBS, no_worker_warning
+from swarmkit.runtime import control
+from swarmkit.runtime.act_table import ACTS, VERBS
 from swarmkit.runtime.flow import parse_flow
 from swarmkit.store import Store
 from swarmkit.store.models import jobs
@@ -50,12 +51,12 @@ async def test_each_act_records_its_audit_action_on_the_statuses_it_applies_to(s
         for name, act in ACTS.items():
             for status in sorted(act.applies_to - {"running"}):  # a running run needs a host: test_control's
                 run = await made(status)
-                res = await act.run(store, run)
+                res = await control.perform(act, store, run)
                 assert res.changed, (name, status, res.message)
                 actions = [a.action for a in await store.run_read(lambda c, run=run: audit_for(c, run))]
                 assert act.audit in actions, (name, status, actions)
-                if act.wants_worker(res):
-                    assert "no live worker" in await no_worker_warning(store, res.job.short_id, 30.0)
+                if act.wants_worker(res.changed):
+                    assert "no live worker" in await control.no_worker_warning(store, res.job.short_id, 30.0)
     finally:
         await store.close()
 
@@ -64,3 +65,13 @@ async def _submit(store: Store, flow) -> str:
     from swarmkit.runtime import control
 
     return (await control.submit(store, flow, {})).id
+
+
+def test_what_an_act_destroys_is_the_tables_and_the_api_says_it():
+    from swarmkit.api.jobs import router
+
+    described = {route.path.rsplit("/", 1)[1]: route.description for route in router.routes if route.path.startswith("/jobs/{job_id}/")}
+    assert described["cancel"] == "With keep=false: destroys its workspaces"
+    assert described["stop"] == "With now=true: destroys the work of the node in flight"
+    assert not described["resume"] and not described["approve"]
+    assert {a.name for a in ACTS.values() if a.destroys} == {"cancel", "stop_now"}
