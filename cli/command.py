@@ -41,7 +41,7 @@ def _module_of(name: str):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `only`, just that verb's module's part (what a verb's own run needs:
-    building all of them is a tenth of `swarmkit --help`, nothing of the verb's work)."""
+    building all of them is a noticeable part of `swarmkit --help`, and nothing of the verb's work)."""
     parser = InertParser(
         prog=PROG,
         description="Run control for agent runs: run, stop, resume, cancel, approve, watch and audit them.",

@@ -31,7 +31,7 @@ def add_parsers(sub) -> None:
 
 class Option:
     # Plain classes, not dataclasses: every verb builds the parser this module adds to,
-    # and dataclasses (with inspect under it) would cost `swarmkit --help` a tenth of its time.
+    # and dataclasses (with inspect under it) would cost `swarmkit --help` a noticeable part of its time.
     __slots__ = ("flags", "help", "takes_value", "choices")
 
     def __init__(self, flags: list[str], help: str, takes_value: bool, choices: list[str] | None = None):

@@ -34,7 +34,7 @@ T = TypeVar("T")
 # A shared store is upgraded by `swarmkit db upgrade` alone.
 HOSTING_VERBS = frozenset({"run", "worker", "serve"})
 # One-shot verbs that open a SQLite store through sqlite3 alone (store/lite.py): no SQLAlchemy
-# loaded, a third of the start-up (issue 13). A watch (`status -w`) polls on: it opens a `Store`.
+# loaded, which is most of such a verb's start-up (issue 13). A watch (`status -w`) polls on: it opens a `Store`.
 LITE_VERBS = frozenset({"status", "stop"})
 # How long `logs -f` and `status --watch` wait for a store that is away when they start (a
 # server restarting): past it, the error is said, as for any verb (a wrong host must not hang).

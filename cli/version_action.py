@@ -6,7 +6,7 @@ import argparse
 
 # This distribution's version: pyproject.toml reads it from here (`[tool.setuptools.dynamic]`),
 # so it is written once; `--version` then needs no look through the installed distributions
-# (importlib.metadata costs `swarmkit --version` about a third of Python's own start-up).
+# (importlib.metadata would cost `swarmkit --version` a large share of Python's own start-up).
 VERSION = "0.1.0"
 
 

@@ -91,7 +91,7 @@ class ActingScreen(Screen):
 
     def part(self, kind: type[W], selector: str | None = None) -> W:
         """A widget of this screen, found once and kept while it is attached: a query walks the
-        DOM, and a poll asked for a dozen (a millisecond a second at idle, bench/console_render.py)."""
+        DOM, and a poll asked for a dozen (a visible share of the idle CPU, bench/console_render.py)."""
         widget = self._kept(kind, selector)
         if widget is None:
             widget = self.query_one(selector, kind) if selector else self.query_one(kind)  # type: ignore[attr-defined]

@@ -52,8 +52,7 @@ class ConsoleApp(App[None]):
         """A terminal that closed with no SIGHUP reaching the console (one started by a program that
         gives it no controlling terminal: setsid, a supervisor) ends it as `q` does. Otherwise
         Textual's input thread reads end-of-file without end, a core at 100 %, and its output
-        thread dies at the first write: the app blocks on a full queue and never ends (seen on
-        this machine: a console left so for 13 minutes, issue 12)."""
+        thread dies at the first write: the app blocks on a full queue and never ends (issue 12)."""
         try:
             termios.tcgetattr(sys.__stdin__.fileno())  # type: ignore[union-attr]
         except termios.error as exc:
@@ -72,7 +71,7 @@ def _after_first_frame() -> None:
     # What start-up made (modules, the app, its widgets) lives as long as the
     # console: out of the cyclic collector's way, a full collection walks
     # only what came after, not a few hundred thousand objects each time
-    # (pauses of a tenth of a second and more, measured in bench/logs.py).
+    # (long pauses, the display's lag, measured in bench/logs.py).
     gc.freeze()
     # `swarmkit-console` starts with the collector off (cli.main); from here on it runs.
     gc.enable()

@@ -19,7 +19,7 @@ __all__ = ["build_demo_parser", "build_parser", "command", "err", "main"]
 def main(argv: list[str] | None = None) -> int:
     # Start-up makes a few hundred thousand objects that live as long as the process
     # (modules, classes, the app's styles): the cyclic collector walking them again and
-    # again while they load is a fifth of the CPU before the first frame. It is off until
+    # again while they load is a large share of the CPU before the first frame. It is off until
     # then; the app turns it back on once its first frame is drawn (ConsoleApp.on_mount).
     gc.disable()
     try:

@@ -38,7 +38,7 @@ def start(argv: list[str]) -> int:
         err("--json goes with --once")
         return ExitCode.USAGE
     try:
-        # A plain SQLite file needs no parsing (SQLAlchemy's URL type loads all of it: a third of start-up).
+        # A plain SQLite file needs no parsing (SQLAlchemy's URL type loads all of it: a large part of start-up).
         if lite_location(args.store, args.workspace) is None:
             resolve_store(args.store, args.workspace)
     except StoreUrlError as exc:

@@ -35,7 +35,7 @@ class StoreLink:
 
     On a plain SQLite file the polls read through a lite store (`reader()`,
     store/lite.py: sqlite3 alone, its statements compiled ahead). SQLAlchemy,
-    a third of the console's start-up, loads after the first frame, in a
+    a large part of the console's start-up, loads after the first frame, in a
     thread, while the table is already on screen (issue 12); and a poll each
     second spends no SQLAlchemy execution on its dozen statements. Acts, the
     detail pane, the logs and a filtered poll use the full store (`get()`).

@@ -4,8 +4,8 @@ the HTTP API's event stream, and the one rule for when a run has ended (`Followe
 Events are read by id, after the last one given: after a lost connection or a
 reconnect nothing is given twice and nothing is skipped. While lines keep
 coming the log is read every FAST seconds (one index range read); each read
-that finds nothing doubles the wait, up to `slow`. A writer of 10,000 lines a
-second is shown within a quarter of a second (bench/logs.py); a quiet run costs
+that finds nothing doubles the wait, up to `slow`. A fast writer's lines are
+shown within the README's target for it (bench/logs.py); a quiet run costs
 one read every `slow` seconds.
 """
 

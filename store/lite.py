@@ -1,10 +1,10 @@
 """A SQLite store opened through the standard library's sqlite3 alone, for a one-shot verb.
 
-`swarmkit status` and `swarmkit stop` on SQLite take a third of the time when
-they do not import SQLAlchemy (its import alone was 0.41x the whole verb of
-before; issue 13). Their statements are SQLAlchemy Core all the same: they run
-by name (store/named.py), compiled once for SQLite into store/compiled_sqlite.py,
-through the same functions as on any store (store/reads.py, runtime/control.py).
+`swarmkit status` and `swarmkit stop` on SQLite start much faster when they
+do not import SQLAlchemy (its import alone was most of such a verb; issue 13,
+and the README's performance table). Their statements are SQLAlchemy Core all
+the same: they run by name (store/named.py), compiled once for SQLite into
+store/compiled_sqlite.py, through the same functions as on any store (store/reads.py, runtime/control.py).
 What a `Store` does on open and around each transaction is done here by the
 same rules: the PRAGMAs of store/engine.py, the read-only query of
 store/store_location.py, BEGIN IMMEDIATE for a write, the schema check of
@@ -104,7 +104,7 @@ def _parse_datetime(text: str) -> datetime:
 
 def _read_datetime(value: Any) -> datetime:
     # Kept parsed (datetimes are immutable): a poll reads the same runs' created_at,
-    # started_at and updated_at every second; a parse is 8x a lookup.
+    # started_at and updated_at every second; a parse costs several lookups.
     return _parse_datetime(value) if isinstance(value, str) else value.replace(tzinfo=UTC)
 
 

@@ -157,7 +157,7 @@ def shown_running_counts(conn: Connection, stall_cutoff: datetime) -> dict[str, 
 
 
 def status_counts(conn: Connection) -> dict[str, int]:
-    """Every status and its count: a walk of the whole status index (milliseconds at 100,000 runs)."""
+    """Every status and its count: a walk of the whole status index (it grows with the store: the console's header uses `current_counts`)."""
     return {status: int(n) for status, n in conn.execute(_STATUS_COUNTS)}
 
 

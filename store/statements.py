@@ -41,7 +41,7 @@ class _UTCRead(TypeDecorator[datetime]):
     """`UTCDateTime` for reading rows in bulk: the same values, one Python call each instead of three.
 
     The console reads thousands of rows at a full reload; seven timestamps a row
-    made this half of the cost of turning rows into records (bench/console_poll.py).
+    made this a large part of the cost of turning rows into records (bench/console_poll.py).
     """
 
     impl = DateTime

@@ -112,7 +112,7 @@ class Store:
     def engine(self) -> AsyncEngine:
         """The async engine, made at first use: on SQLite a process that only polls through
         `run_read` (the console's first paint) never loads SQLAlchemy's asyncio layer and the
-        ORM under it, nor aiosqlite (a fifth of a second; issue 12)."""
+        ORM under it, nor aiosqlite (a large part of its start-up; issue 12)."""
         if self._engine is None:
             self._engine = make_engine(self.loc, create=False)
         return self._engine

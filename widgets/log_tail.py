@@ -53,10 +53,9 @@ class LineList:
     """The lines a log holds, kept as plain tuples and handed out as `LogLine`.
 
     The garbage collector stops tracking a tuple of strings and numbers; it
-    tracks every dataclass instance. A log followed at 10,000 lines a second
-    holds hundreds of thousands of lines, and as objects each full collection
-    walked them all: pauses of a quarter of a second, the display's worst lag
-    (bench/logs.py).
+    tracks every dataclass instance. A fast log followed for a while holds
+    hundreds of thousands of lines, and as objects each full collection walked
+    them all: long pauses, the display's worst lag (bench/logs.py).
     """
 
     __slots__ = ("_rows",)

@@ -2,12 +2,11 @@
 
 Textual's scrollbar is a widget laid over the scrolled widget's last column: at
 every frame the compositor cuts each repainted line of the table in two there
-(`Strip.divide`) to lay the bar over it. With 50 live runs ticking, that cost
-the console 4 to 12 % of its CPU at idle (three runs of two consoles side by
-side, one with the bar and one without, on bench/console_render.py's idle
-store; issue 12's notes). Drawn by the table as one
-more cell of each line, the bar costs a segment; it is repainted with the lines,
-and the lines are all repainted when the table scrolls, grows or changes size.
+(`Strip.divide`) to lay the bar over it. With live runs ticking, that was a
+large share of the console's CPU at idle (two consoles side by side, one with
+the bar and one without, on bench/console_render.py's idle store; issue 12).
+Drawn by the table as one more cell of each line, the bar costs a segment; it
+is repainted with the lines, and the lines are all repainted when the table scrolls, grows or changes size.
 
 `BarredScrollView` is a `ScrollView` that draws its bar so: its subclass
 (the run table) ends each line a cell early and puts `_bar_cell(y, height)`

@@ -3,8 +3,8 @@
 The console's header and the detail pane's facts change a line or two a
 second (a clock, an age, a run's usage). As a `Static` each such change
 renders every line of the widget again through Textual's content pipeline and
-repaints all of them: 5 ms a second of a console whose whole idle budget is
-10 (bench/console_render.py, issue 12). Here each line is rendered through
+repaints all of them: a large part of the console's whole idle budget
+(bench/console_render.py, issue 12). Here each line is rendered through
 Rich once, into a strip kept until its text, the width or the styles change,
 and a changed line refreshes that line's region only.
 
@@ -46,7 +46,7 @@ def hang_wrap(text: Text, console: Console, width: int, hang: int = 0) -> list[T
     """`text` wrapped to `width`, its lines after the first `hang` cells in: a long value goes on
     under itself (the detail pane's facts and entries), not at the left edge."""
     if text.cell_len <= width and "\n" not in text.plain:
-        return [text]  # nearly every line; Rich's wrap of one took 46 µs, more than drawing it (30 µs)
+        return [text]  # nearly every line; Rich's wrap of one costs more than drawing it
     pieces = list(text.wrap(console, width, overflow="fold"))
     if len(pieces) > 1 and hang and width > hang + 8:
         rest = text[len(pieces[0].plain) :]

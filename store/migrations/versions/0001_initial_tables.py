@@ -2,7 +2,6 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 09:04:08.339865
 """
 
 import sqlalchemy as sa

@@ -7,13 +7,12 @@ it costs the node boundary nothing measurable.
 
 Not indexed on purpose: (status, last_event_at). The console's refresh of
 running rows would use it, but every node boundary and every batch of log
-lines moves last_event_at: it made each boundary write 15% more to the WAL
-(7.7 -> 9.0 pages, measured with bench/per_node.py's flow) to save the console
-0.2 ms a poll.
+lines moves last_event_at: it made each boundary write noticeably more to the
+WAL (measured with bench/per_node.py's flow) to save the console a fraction of
+a millisecond a poll.
 
 Revision ID: 0002
 Revises: 0001
-Create Date: 2026-11-30 10:40:00
 """
 
 from alembic import op

@@ -17,7 +17,6 @@ Additive: `min_writer` stays at 0002.
 
 Revision ID: 0003
 Revises: 0002
-Create Date: 2026-12-01 12:10:00
 """
 
 import uuid

@@ -15,7 +15,6 @@ Additive: `min_writer` stays at 0002.
 
 Revision ID: 0004
 Revises: 0003
-Create Date: 2026-12-01 15:20:00
 """
 
 import sqlalchemy as sa

@@ -18,7 +18,6 @@ Additive: `min_writer` stays at 0002.
 
 Revision ID: 0005
 Revises: 0004
-Create Date: 2026-12-01 15:40:00
 """
 
 import sqlalchemy as sa

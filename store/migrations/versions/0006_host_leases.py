@@ -16,7 +16,6 @@ Additive: `min_writer` stays at 0002.
 
 Revision ID: 0006
 Revises: 0005
-Create Date: 2026-12-05 06:00:00
 """
 
 import sqlalchemy as sa

@@ -18,7 +18,6 @@ Additive: `min_writer` stays at 0002.
 
 Revision ID: 0007
 Revises: 0006
-Create Date: 2026-12-05 23:30:00
 """
 
 import sqlalchemy as sa
