@@ -192,7 +192,7 @@ async def settle(pilot, table, timeout: float = 900.0) -> None:
             raise TimeoutError("the table never settled")
 
 
-async def repaints(url: str, ws: str, live: list[str], seconds: float) -> tuple[float, dict[str, float]]:
+async def repaints(url: str, ws: str, live: list[str], seconds: float, warm_s: float = 3.0) -> tuple[float, dict[str, float]]:
     """(frames per second, lines rendered per second by widget) at idle, `live` runs ticking once a second."""
     from textual.screen import Screen
     from textual.widget import Widget
@@ -212,7 +212,7 @@ async def repaints(url: str, ws: str, live: list[str], seconds: float) -> tuple[
         heartbeat_at=bindparam("b_at"), last_event_at=bindparam("b_at"), tokens=jobs.c.tokens + 137)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await pilot.pause(3.0)  # the first polls and paints are over
+            await pilot.pause(warm_s)  # the first polls and paints are over
             Widget.render_lines = render_lines  # type: ignore[method-assign]
             try:
                 t0 = time.perf_counter()
@@ -316,7 +316,7 @@ async def newest_active_short_id(url: str, ws: str) -> str:
         await store.close()
 
 
-def pty_paints(url: str, ws: str, reps: int, table: str) -> dict:
+def pty_paints(url: str, ws: str, reps: int, table: str, settle_s: float = 1.0) -> dict:
     needle = asyncio.run(newest_active_short_id(url, ws)).encode()
     paints: list[float] = []
     paint_cpu: list[float] = []
@@ -328,7 +328,7 @@ def pty_paints(url: str, ws: str, reps: int, table: str) -> dict:
             assert at is not None, f"the console never showed {needle!r}: {bytes(con.buf[-2000:])!r}"
             paint_cpu.append(con.cpu_s())
             paints.append(at)
-            time.sleep(1.0)
+            time.sleep(settle_s)
             hwm = con.hwm_mb()
         finally:
             con.quit()
@@ -403,13 +403,13 @@ def bare_paints(ws: str, reps: int) -> list[float]:
     return out
 
 
-def bare_idle(ws: str, idle_s: float, lines: int = 0) -> float:
+def bare_idle(ws: str, idle_s: float, lines: int = 0, warm_s: float = 3.0) -> float:
     """CPU of that app, its Static rewritten every second (and `lines` full-width lines changed
     every second, `--lines`), as a percentage of one core."""
     con = PtyConsole("", ws, argv=[sys.executable, str(BARE), BARE_NEEDLE, "--tick"] + (["--lines", str(lines)] if lines else []))
     try:
         assert con.wait_for(BARE_NEEDLE.encode(), 60) is not None
-        time.sleep(3.0)
+        time.sleep(warm_s)
         cpu0, t0 = con.cpu_s(), time.perf_counter()
         time.sleep(idle_s)
         return (con.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
@@ -457,11 +457,13 @@ def main() -> None:
     ap.add_argument("--idle-s", type=float, default=30.0)
     ap.add_argument("--repaint-s", type=float, default=10.0, help="seconds of counting what is repainted at idle (0: skip)")
     ap.add_argument("--tables", default="line,datatable", help="which tables, side by side")
+    ap.add_argument("--warm-s", type=float, default=3.0, help="seconds a console or app runs before its idle CPU is measured")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
     args = ap.parse_args()
     if args.smoke:
         args.runs, args.active, args.changed, args.reps, args.paint_reps, args.idle_s = 300, 30, 5, 3, 1, 2.0
-        args.live, args.live_runs, args.repaint_s = 10, 200, 2.0
+        # Every measurement once and short: the smoke test waits for the slowest of the benchmarks.
+        args.live, args.live_runs, args.repaint_s, args.warm_s, args.idle_s = 10, 200, 1.0, 0.5, 1.0
     kinds = [k for k in args.tables.split(",") if k]
     assert set(kinds) <= set(TABLES), f"--tables: {', '.join(TABLES)}"
     B.header(f"console render: {args.runs:,} runs, {args.active:,} active; tables: {', '.join(kinds)}")
@@ -482,14 +484,14 @@ def main() -> None:
         bare_paint: list[float] = []
         for _ in range(args.paint_reps):
             for kind in kinds:
-                one = pty_paints(url, ws, 1, kind)
+                one = pty_paints(url, ws, 1, kind, settle_s=min(1.0, args.warm_s))
                 for key in ("paints", "paint_cpu"):
                     res[kind].setdefault(key, []).extend(one[key])
                 res[kind]["hwm_mb"] = max(res[kind].get("hwm_mb", 0.0), one["hwm_mb"])
             bare_paint += bare_paints(ws, 1)
         # The big store, nothing changing, past the first minute (the burn meter's window: every
         # running run is first seen, so spending, until then).
-        big_idle = idle_cpu(url, ws, args.idle_s, "line", [], warm_s=1.0 if args.smoke else 65.0)["cpu_pct"]
+        big_idle = idle_cpu(url, ws, args.idle_s, "line", [], warm_s=args.warm_s if args.smoke else 65.0)["cpu_pct"]
         sqlalchemy_import = import_s("sqlalchemy", args.paint_reps)
     with tempfile.TemporaryDirectory() as ws, B.store_url("sqlite", ws) as url:
         live = asyncio.run(build_live(url, ws, args.live_runs, args.live))
@@ -502,20 +504,20 @@ def main() -> None:
         slow_polls: list[float] = []
         for _ in range(rounds):
             for kind in kinds:
-                one = idle_cpu(url, ws, part, kind, live)
+                one = idle_cpu(url, ws, part, kind, live, warm_s=args.warm_s)
                 r = res[kind]
                 r.setdefault("cpu_pcts", []).append(one["cpu_pct"])
                 r.setdefault("cpu_windows", []).extend(one["cpu_windows"])
                 r["ticks"] = r.get("ticks", 0) + one["ticks"]
-            floors.append(idle_cpu(url, ws, part, "floor", live)["cpu_pct"])
-            slow_polls.append(idle_cpu(url, ws, part, kinds[0], live, poll=2.0)["cpu_pct"])
-            bares.append(bare_idle(ws, part))
-            bare_lines.append(bare_idle(ws, part, BARE_LINES))
+            floors.append(idle_cpu(url, ws, part, "floor", live, warm_s=args.warm_s)["cpu_pct"])
+            slow_polls.append(idle_cpu(url, ws, part, kinds[0], live, warm_s=args.warm_s, poll=2.0)["cpu_pct"])
+            bares.append(bare_idle(ws, part, warm_s=args.warm_s))
+            bare_lines.append(bare_idle(ws, part, BARE_LINES, warm_s=args.warm_s))
         for kind in kinds:
             res[kind]["cpu_pct"] = sum(res[kind]["cpu_pcts"]) / rounds
         floor, bare_cpu, bare_lines_cpu = sum(floors) / rounds, sum(bares) / rounds, sum(bare_lines) / rounds
         slow_poll = sum(slow_polls) / rounds
-        repainted = asyncio.run(repaints(url, ws, live, args.repaint_s)) if args.repaint_s > 0 else None
+        repainted = asyncio.run(repaints(url, ws, live, args.repaint_s, args.warm_s)) if args.repaint_s > 0 else None
     for kind in kinds:
         r = res[kind]
         line_table = kind == "line"

@@ -83,10 +83,13 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
     ahead = clis["ahead"].start("worker", "--concurrency", "2", env=clock_env("+10m", SWARMKIT_HOST="ahead", **room))
     idle = None
     try:
+        # The four submissions at once: each is a process that mostly starts up.
+        submitting = {name: clis["laptop"].start("run", str(_gated_flow(ws["laptop"], gates, name)), "--detach") for name in ("one", "two", "three", "four")}
         ids = {}
-        for name in ("one", "two", "three", "four"):
-            r = clis["laptop"].run("run", str(_gated_flow(ws["laptop"], gates, name)), "--detach", check=True)
-            ids[name] = r.stdout.strip()
+        for name, proc in submitting.items():
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, f"swarmkit run --detach ({name}) exited {proc.returncode}:\n{out}\n{err}"
+            ids[name] = out.strip()
         wait_for(lambda: set(_status(clis["laptop"], room).values()) == {"running"}, timeout=60, interval=0.3, what="all four runs hosted")
         idle = clis["idle"].start("worker", "--concurrency", "1", env=clock_env("+60s", SWARMKIT_HOST="idle", **room))
         laptop = clock_env("+20s", **room)

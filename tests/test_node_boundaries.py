@@ -112,7 +112,9 @@ def test_a_stop_lands_at_a_boundary_inside_the_node_and_resume_goes_on_from_it(c
     res = cli.call("stop", short)
     assert res.returncode == 0, res.stderr
     if kind != "async":  # an async agent's aboundary reads the store; the others wait for the host's heartbeat
-        control = Path((marks / "control").read_text())
+        # The node truncates and rewrites the file at every tool call: read it once it has its path
+        # (read empty, between the two, once in a loaded full run: Path("") is the current folder).
+        control = Path(wait_for(lambda: (marks / "control").read_text().strip(), what="the node to name its control file"))
         wait_for(lambda: json.loads(control.read_text()).get("stop_requested"), what="the host to tell the node")
     release(gates, "tool-3")
     out, errs = proc.communicate(timeout=60)
