@@ -206,3 +206,15 @@ def test_no_import_cycle_is_excepted():
     # An `ignore_imports` entry is a cycle let back in: the acyclic contract holds without any.
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert "ignore_imports" not in text
+
+
+def test_no_hand_written_module_is_past_its_seams():
+    # A module past 400 lines is asking to be split along its seams; store/compiled_sqlite.py is
+    # written by scripts/compile_sqlite.py, not by hand.
+    long = {
+        str(path.relative_to(ROOT)): n
+        for package in ("store", "runtime", "cli", "api", "console", "widgets")
+        for path in modules_of(package)
+        if path.name != "compiled_sqlite.py" and (n := len(path.read_text(encoding="utf-8").splitlines())) > 400
+    }
+    assert not long, f"modules over 400 lines (split them along their seams): {long}"
