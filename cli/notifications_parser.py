@@ -7,7 +7,7 @@ import argparse
 from .common import add_store, add_workspace, verb
 from .quantities import Count
 
-STATES = ("pending", "delivered", "dead")  # notify.STATES, without importing it to build the parser
+STATES = ("pending", "delivered", "dead")  # store/statuses.py DELIVERY_STATES, spelled out: `swarmkit --help` imports no store (tests/test_notify.py holds them equal)
 # A delivery's id: a row id, never more than every store's integers hold.
 DELIVERY_ID = Count(1, 2**62, "a delivery id")
 

@@ -32,13 +32,14 @@ from typing import TYPE_CHECKING
 
 from swarmkit.store.clock import store_now
 from swarmkit.store.named import S
+from swarmkit.store.statuses import DELIVERY_STATES
 
 if TYPE_CHECKING:
     from swarmkit.store.connections import AsyncConn
 
-# A delivery's states (notification_deliveries.state).
-PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
-STATES = (PENDING, DELIVERED, DEAD)
+# A delivery's states, as the store names them.
+STATES = DELIVERY_STATES
+PENDING, DELIVERED, DEAD = DELIVERY_STATES
 
 
 async def record_notification(

@@ -20,12 +20,12 @@ from sqlalchemy import exists, func, literal, or_, select, update
 from .models import notification_deliveries as d
 from .models import notifications as n
 from .named import S
+from .statuses import DELIVERY_STATES
 
 if TYPE_CHECKING:
     from .connections import AsyncConn, Conn
 
-# A delivery's states (notification_deliveries.state): runtime/notify.py names the same three.
-PENDING, DELIVERED, DEAD = "pending", "delivered", "dead"
+PENDING, DELIVERED, DEAD = DELIVERY_STATES
 
 _FAN_OUT_COLUMNS = ["notification_id", "event_id", "job_id", "receiver", "state", "attempts", "next_at", "created_at", "updated_at"]
 

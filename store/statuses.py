@@ -25,5 +25,9 @@ RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
 ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
 
 
+# A notification's delivery to one receiver (`notification_deliveries.state`): pending until
+# delivered, or dead after its last attempt (an operator may retry it).
+DELIVERY_STATES = ("pending", "delivered", "dead")
+
 NODE_STARTED, NODE_FINISHED = "node.started", "node.finished"
 NODE_BOUNDS = "kind IN ('node.started', 'node.finished')"

@@ -151,9 +151,13 @@ def test_serve_notify_delivers_what_the_runs_it_hosts_do(cli: Cli, serving, rece
     assert [n["kind"] for n in receiver.accepted] == ["run.deferred", "run.completed"] and receiver.bad_signatures == 0
 
 
-def test_the_store_and_the_runtime_name_a_deliverys_states_alike():
-    """The store's statements (store/notification_rows.py) and the runtime's logic (runtime/notify.py) read one column."""
+def test_a_deliverys_states_have_one_home():
+    """store/statuses.py names them; the store's statements, the runtime and the CLI's --state choices
+    (spelled out there: `swarmkit --help` imports no store) read one column."""
+    from swarmkit.cli import notifications_parser
     from swarmkit.runtime import notify
     from swarmkit.store import notification_rows
+    from swarmkit.store.statuses import DELIVERY_STATES
 
-    assert (notification_rows.PENDING, notification_rows.DELIVERED, notification_rows.DEAD) == notify.STATES
+    assert (notification_rows.PENDING, notification_rows.DELIVERED, notification_rows.DEAD) == DELIVERY_STATES
+    assert notify.STATES == DELIVERY_STATES == notifications_parser.STATES
