@@ -13,12 +13,6 @@ from .notify import DEAD
 if TYPE_CHECKING:
     from swarmkit.store.connections import Conn
 
-DELIVERY_FIELDS = (
-    "id", "event_id", "run_id", "kind", "receiver", "state", "attempts", "next_at", "last_status", "last_error", "location",
-    "created_at", "updated_at", "delivered_at", "dead_at",
-)
-
-
 def list_deliveries(conn: Conn, *, state: str | None = None, run_id: str | None = None, limit: int = 100) -> list[dict]:
     """Deliveries, newest first, as plain dicts (times aware): for `swarmkit notifications` and GET /notifications."""
     return rows.list_deliveries(conn, state=state, run_id=run_id, limit=limit)
