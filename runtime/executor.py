@@ -93,6 +93,8 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
         self._store_replaced = False
         self._last_renewal: float | None = None
         self._late_said_at = float("-inf")
+        # Where the heartbeat is, and since when (monotonic): said if the lease lapses.
+        self._beat_phase: tuple[str, float] = ("not started", time.monotonic())
         self._node_agent: Agent | None = None
         self._node_in_process = False
         self._escalation: asyncio.Task | None = None
@@ -267,7 +269,7 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
         except FencedError as exc:
             if isinstance(exc, LeaseLapsedError):
                 self._lease_lapsed = True
-                self.warn_once("lease", "this host could not renew its lease in time: its agents are ended and it stops hosting the run (it will show lost, resumable)")
+                self.warn_once("lease", self.lapse_words())
             self._fenced = True
             # A lapsed lease is this host's silence, not another's claim: the run shows lost, resumable.
             self.final_status = "abandoned" if self._lease_lapsed or self._store_replaced else "fenced"

@@ -65,18 +65,32 @@ class LeaseKeeping(HostParts):
     def _unregister(self, proc: AgentProcess) -> None:
         self._procs.discard(proc)
 
+    def lapse_words(self, watch_late: float | None = None) -> str:
+        """What a host says when its lease lapsed, and where the time went: the heartbeat's phase
+        (asleep, reading the store's clock, its write) and how late the watch itself woke."""
+        now = time.monotonic()
+        phase, since = self._beat_phase
+        where = [f"its heartbeat {phase} for {now - since:.1f}s"]
+        if self._last_renewal is not None:
+            where.insert(0, f"last renewed {now - self._last_renewal:.1f}s ago, lease {self.settings.lease_s:g}s")
+        if watch_late is not None:
+            where.append(f"this check woke {watch_late:.2f}s late")
+        return f"this host could not renew its lease in time ({'; '.join(where)}): its agents are ended and it stops hosting the run (it will show lost, resumable)"
+
     async def _lease_watch(self) -> None:
         """Self-fencing: when the lease could not be renewed in time, stop hosting before anyone else may start."""
+        late = 0.0
         while not self._fenced:
             deadline = self.lease_deadline
             now = time.monotonic()
             if deadline is not None and now >= deadline:
                 self._lease_lapsed = True
-                self.warn_once("lease", "this host could not renew its lease in time: its agents are ended and it stops hosting the run (it will show lost, resumable)")
+                self.warn_once("lease", self.lapse_words(late))
                 self.fence("lease")
                 return
-            wait = min(self.settings.heartbeat_s, deadline - now) if deadline is not None else self.settings.heartbeat_s
-            await asyncio.sleep(max(0.01, wait))
+            wait = max(0.01, min(self.settings.heartbeat_s, deadline - now) if deadline is not None else self.settings.heartbeat_s)
+            await asyncio.sleep(wait)
+            late = time.monotonic() - now - wait
 
     async def _heartbeat(self) -> None:
         stamped = [0.0]
@@ -91,11 +105,14 @@ class LeaseKeeping(HostParts):
 
         while not self._fenced:
             t0 = time.monotonic()
+            self._beat_phase = ("asleep", t0)
             await asyncio.sleep(self.settings.heartbeat_s)
             t1 = time.monotonic()
             try:
+                self._beat_phase = ("reading the store's clock", t1)
                 await self.store.keep_time()
                 t2 = time.monotonic()
+                self._beat_phase = ("writing", t2)
                 flags = await self._beat(tx)
             except FencedError:
                 self.fence()

@@ -52,6 +52,7 @@ class HostParts:
     _store_replaced: bool
     _last_renewal: float | None
     _late_said_at: float
+    _beat_phase: tuple[str, float]
     _node_agent: Agent | None
     _node_in_process: bool
     _escalation: asyncio.Task | None

@@ -644,3 +644,37 @@ def test_bad_agent_output_fails_the_run_naming_the_agent_and_never_faults_it(cli
         if any(e.text == "never" for e in events(cli.store_url, cli.workspace, run_id)):
             problems.append(f"{name}: the node after the bad one ran")
     assert not problems, "\n".join(problems)
+
+
+def test_a_host_whose_lease_lapses_says_where_its_heartbeat_was():
+    """A self-fencing host names the time gone: its last renewal, the phase its heartbeat was stuck in
+    (asleep, reading the store's clock, writing) and how late the check itself woke. A 2 s test lease
+    once lapsed beside two CPU hogs with only "could not renew its lease in time" to go on."""
+    from swarmkit.runtime.host_lease import LeaseKeeping
+    from swarmkit.runtime.settings import Settings
+
+    class Host(LeaseKeeping):
+        def __init__(self) -> None:
+            now = time.monotonic()
+            self.settings = Settings(heartbeat_s=0.05, lease_s=0.4)
+            self._fenced = False
+            self.lease_deadline = now + 0.1
+            self._last_renewal = now - 0.2
+            self._beat_phase = ("writing", now - 0.15)
+            self.said: list[str] = []
+
+        def warn_once(self, fault: str, text: str) -> None:
+            self.said.append(text)
+
+        def fence(self, why: str | None = None) -> None:
+            self._fenced = True
+
+    host = Host()
+    asyncio.run(host._lease_watch())
+    (said,) = host.said
+    assert host._lease_lapsed and host._fenced
+    assert re.fullmatch(
+        r"this host could not renew its lease in time \(last renewed \d+\.\ds ago, lease 0\.4s; its heartbeat writing for \d+\.\ds; "
+        r"this check woke \d+\.\d\ds late\): its agents are ended and it stops hosting the run \(it will show lost, resumable\)",
+        said,
+    ), said
