@@ -110,7 +110,7 @@ class LeaseKeeping(HostParts):
             t1 = time.monotonic()
             try:
                 self._beat_phase = ("reading the store's clock", t1)
-                await self.store.keep_time()
+                await self.store.keep_time(hot=True)
                 t2 = time.monotonic()
                 self._beat_phase = ("writing", t2)
                 flags = await self._beat(tx)

@@ -285,7 +285,7 @@ class LiteStore:
     def now(self) -> datetime:
         return clock.store_now()
 
-    async def keep_time(self) -> None:
+    async def keep_time(self, *, hot: bool = False) -> None:
         """Nothing to measure: a SQLite store's time is this machine's."""
 
     @contextmanager

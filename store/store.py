@@ -182,10 +182,11 @@ class Store:
         """The store's time (see `store.clock`)."""
         return clock.store_now()
 
-    async def keep_time(self) -> None:
-        """Measure the store's clock again when the last measure is a minute old (PostgreSQL only)."""
+    async def keep_time(self, *, hot: bool = False) -> None:
+        """Measure the store's clock again when the last measure is a minute old (PostgreSQL only).
+        `hot`: on the hot lane, as a heartbeat's own write is (it must not queue behind the main lane)."""
         if not self.loc.is_sqlite and clock.anchor_due():
-            async with self.read() as conn:
+            async with self.read(hot=hot) as conn:
                 t0 = clock.boot_clock()
                 server = (await conn.execute(text("SELECT clock_timestamp()"))).scalar_one()
                 clock.anchor(server, t0, clock.boot_clock())

@@ -192,3 +192,20 @@ def test_store_error_for_an_unwritable_folder(tmp_path: Path):
     ro.mkdir(mode=0o500)
     with pytest.raises(StoreError):
         asyncio.run(_open_close(None, ro))
+
+
+async def test_a_heartbeats_clock_read_takes_the_hot_lane(pg_url, workspace: Path):
+    """A host measures the store's clock again every minute, inside a heartbeat: on PostgreSQL that read
+    goes on the hot lane, like the heartbeat's write, and never queues behind the main lane's work."""
+    from swarmkit.store import clock
+
+    store = await Store.open(pg_url, workspace, connections=2)
+    try:
+        async with store.write() as main:  # the main lane's one connection, held
+            await main.execute(text("SELECT 1"))
+            clock.forget()  # the minute has passed: the next heartbeat measures again
+            # Waited for, not timed: on the main lane this read could only begin once `main` ends.
+            await asyncio.wait_for(store.keep_time(hot=True), timeout=60)
+            assert not clock.anchor_due()
+    finally:
+        await store.close()
