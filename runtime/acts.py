@@ -363,8 +363,8 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
 
 
 async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None, **options: Any) -> ActResult:
-    """An entry of the acts table carried out on run `ref` (`options`: a door's flags, e.g. now=, keep=;
-    the entry's own options win over none of them but fill what a door leaves out)."""
+    """An entry of the acts table carried out on run `ref`. `options` are a door's flags (now=, keep=):
+    they override the entry's own options, which fill in what a door leaves out."""
     call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
     result: ActResult = await call(store, ref, actor=actor, **{**dict(act.options), **options})
     return result
