@@ -344,6 +344,18 @@ def _starts_processes(item: pytest.Item) -> bool:
     return _slow_source[fn]
 
 
+def pytest_configure(config):
+    # A shell that starts pytest in the background without job control (`pytest &` in a script, CI
+    # runners) hands it SIGINT ignored, and every child inherits that through exec: a `swarmkit
+    # status -w` started by a test then rightly ignores the Ctrl-C the test sends it, and the test
+    # hangs, but only in the xdist workers where no in-process `run` has yet reset SIGINT (asyncio's
+    # remove_signal_handler does). The suite's children start as a terminal's foreground job's would.
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if _starts_processes(item):

@@ -184,7 +184,19 @@ def _proc_line(pid: int) -> str | None:
                 pass
     except OSError:
         return None  # gone meanwhile
-    return f"pid {pid} State: {state}; wchan per thread: {' '.join(threads)}; {cmd[:300]}"
+    return f"pid {pid} State: {state}; wchan per thread: {' '.join(threads)}; signals {_signal_masks(status)}; {cmd[:300]}"
+
+
+def _signal_masks(status: str) -> str:
+    # A child that ignores or blocks the signal a test sends it waits for ever (SIGINT ignored is inherited
+    # from a shell that started pytest in the background): say so beside its state.
+    fields = {k: int(v.strip() or "0", 16) for k, v in (line.split(":", 1) for line in status.splitlines() if line.startswith(("SigIgn:", "SigBlk:", "SigPnd:", "ShdPnd:")))}
+    said = []
+    for word, mask in (("ignored", fields.get("SigIgn", 0)), ("blocked", fields.get("SigBlk", 0)), ("pending", fields.get("SigPnd", 0) | fields.get("ShdPnd", 0))):
+        names = [sig.name for sig in signal.Signals if mask >> (sig - 1) & 1]
+        if names:
+            said.append(f"{word} {','.join(names)}")
+    return "; ".join(said) or "none ignored, blocked or pending"
 
 
 def process_state(pid: int) -> str:
