@@ -222,9 +222,12 @@ async def test_a_long_lived_session_still_sees_a_flag_set_by_another_process(sto
     store = await Store.open(store_url, workspace, connections=2)
     try:
         row = await control.submit(store, flow, {}, host_here=True)
-        async with AsyncSession(store.engine) as session:
+        async with AsyncSession(store.engine, expire_on_commit=False) as session:
             cached = await session.get(Job, row.id)
             assert cached.stop_requested_at is None
+            # The session lives on with the row in its identity map; its transaction need not: the server
+            # ends one idle past PG_IDLE_IN_TRANSACTION_MS, and a `swarmkit` process may take longer to start.
+            await session.commit()
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "swarmkit.cli", "stop", "--store", store_url, row.id,
                 cwd=str(workspace), env=child_env(), stdout=asyncio.subprocess.DEVNULL,

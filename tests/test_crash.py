@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -257,7 +258,7 @@ def test_kill_9_a_worker_at_random_points_loses_no_completed_work(cli: Cli, tmp_
             extra = row.tokens - ref_tokens
             assert extra in range(0, 5 * redone + 1, 5), f"{i[:8]}: {row.tokens} tokens, the uninterrupted run {ref_tokens} ({redone} nodes redone)"
             assert row.cost == pytest.approx(ref_cost + extra / 5 * 0.125), f"{i[:8]}: cost {row.cost}, the uninterrupted run {ref_cost}"
-            problems = f.check_structure(True) + f.check_executions(__import__("collections").Counter()) + f.check_workspaces(cli.workspace / ".swarmkit" / "runs")
+            problems = f.check_structure(True) + f.check_executions(Counter()) + f.check_workspaces(cli.workspace / ".swarmkit" / "runs")
             assert not problems, (i[:8], problems)
             # A node checkpointed before the kill never ran again.
             committed = before["jobs"][i].step
@@ -551,10 +552,20 @@ def test_a_store_outage_leaves_runs_resumable_never_faulted(store_url: str, cli:
         w2.send_signal(signal.SIGTERM)
         w2.communicate(timeout=30)
     final = snapshot(cli.store_url, cli.workspace, ids)
+    execs = read_ledger(ledger)
     for i in ids:
         row = final["jobs"][i]
         assert row.status == "completed", (i[:8], row.status, row.error)
-        assert (final["checkpoints"][i][-1]["state"], row.tokens, row.cost, row.step) == refs[plan[i]]
+        ref_state, ref_tokens, ref_cost, ref_step = refs[plan[i]]
+        assert (final["checkpoints"][i][-1]["state"], row.step) == (ref_state, ref_step), f"{i[:8]}: final state differs from the uninterrupted run"
+        # As after a kill (above): a node that finished during the outage but was never checkpointed ran again
+        # on resume, and its first run's usage (5 tokens, $0.125 a call node) may already have reached the row
+        # by a heartbeat: both were paid for. Nothing else may differ.
+        finished = Counter(x.step for x in execs.get(i, []) if x.t_end is not None)
+        redone = sum(n - 1 for n in finished.values() if n > 1)
+        extra = row.tokens - ref_tokens
+        assert extra in range(0, 5 * redone + 1, 5), f"{i[:8]}: {row.tokens} tokens, the uninterrupted run {ref_tokens} ({redone} nodes redone)"
+        assert row.cost == pytest.approx(ref_cost + extra / 5 * 0.125), f"{i[:8]}: cost {row.cost}, the uninterrupted run {ref_cost}"
 
 
 @PG_ONLY
