@@ -17,6 +17,7 @@ open may do is the caller's choice (`Store.open(create=, upgrade=)`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from .named import S
@@ -133,12 +134,19 @@ def _judge(state: SchemaState, display: str, *, create: bool, upgrade: bool, pos
     return True
 
 
-def _migrate(conn: Connection, display: str) -> None:
+def _alembic() -> tuple[ModuleType, Config]:
+    """Alembic's commands and this store's config, loaded before a migration's transaction opens: loading
+    them is a few hundred milliseconds of CPU, seconds on a loaded machine, and a PostgreSQL transaction
+    left idle that long is ended by the server (`PG_IDLE_IN_TRANSACTION_MS`, engine.py)."""
     from alembic import command  # late: alembic loads only to migrate
 
+    return command, _config()
+
+
+def _migrate(conn: Connection, display: str, alembic: tuple[ModuleType, Config]) -> None:
+    command, cfg = alembic
     if _current_revision(conn, _table_names(conn)) is None:
         _refuse_foreign(sorted(_table_names(conn)), display, conn.dialect.name == "postgresql")
-    cfg = _config()
     cfg.attributes["connection"] = conn
     command.upgrade(cfg, "head")
 
@@ -157,6 +165,7 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool
         return state.current, state.current or state.head
     if loc.read_only:
         raise StoreError(f"the store {loc.display} is read-only and not at this Swarmkit's schema ({state.current or 'empty'}, wanted {state.head}); it cannot be migrated")
+    alembic = _alembic()
     async with write_tx(engine) as conn:
         if not loc.is_sqlite:
             from sqlalchemy import text  # late: a migration on PostgreSQL only
@@ -166,7 +175,7 @@ async def ensure_schema(engine: AsyncEngine, loc: StoreLocation, *, create: bool
                 await conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{loc.schema}"'))
         state = await conn.run_sync(read_schema, None)
         if _judge(state, loc.display, create=create, upgrade=upgrade, postgresql=not loc.is_sqlite):
-            await conn.run_sync(_migrate, loc.display)
+            await conn.run_sync(_migrate, loc.display, alembic)
     return state.current, state.head
 
 

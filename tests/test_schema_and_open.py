@@ -218,3 +218,40 @@ def test_a_different_store_put_in_place_is_refused(sqlite_url: str, workspace: P
     os.replace(tmp_path / "other" / "store.db", db)
     r = cli.run("status")
     assert r.returncode == 1 and "was replaced" in r.stderr, r.stderr
+
+
+def test_a_migration_on_a_loaded_machine_outlasts_no_idle_transaction(pg_url: str, tmp_path: Path):
+    """Making a store on PostgreSQL where loading Alembic takes longer than the server lets a transaction
+    sit idle (PG_IDLE_IN_TRANSACTION_MS; beside two CPU hogs its import took that long): the store is made.
+    Alembic loaded inside the migration's transaction, the server ended it and the open failed."""
+    import sys
+
+    from swarmkit.store.engine import PG_IDLE_IN_TRANSACTION_MS
+
+    from .conftest import child_env
+    from .helpers import run_child
+
+    # A slow machine, played by an import hook: loading alembic.command takes the idle limit and a second more.
+    slow = tmp_path / "slow_alembic.py"
+    slow.write_text(
+        "import importlib.abc, sys, time\n"
+        "class Slow(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'alembic.command':\n"
+        f"            time.sleep({PG_IDLE_IN_TRANSACTION_MS / 1000 + 1})\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Slow())\n"
+    )
+    code = (
+        "import asyncio, sys; sys.path.insert(0, sys.argv[2]); import slow_alembic\n"
+        "from swarmkit.store import Store\n"
+        "async def main():\n"
+        "    store = await Store.open(sys.argv[1], create=True)\n"
+        "    print(*store.schema_change)\n"
+        "    await store.close()\n"
+        "asyncio.run(main())\n"
+    )
+    made = run_child([sys.executable, "-c", code, pg_url, str(tmp_path)], 120, env=child_env())
+    assert made.returncode == 0, made.stderr[-3000:]
+    # (revision before, revision now): made from nothing to this code's head.
+    assert made.stdout.split() == ["None", head_revision()], made.stdout
