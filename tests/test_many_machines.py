@@ -139,7 +139,9 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
     env = clock_env(timestamp_file=clock, SWARMKIT_LEASE="6", SWARMKIT_HEARTBEAT="0.5")
     cli = Cli(sqlite_url, workspace)
     gates = tmp_path / "gates"
-    worker = cli.start("worker", env=env)
+    # The worker's lines go to a file: a lapsed lease is said there (where its heartbeat was, and since when).
+    worker_log = tmp_path / "worker.log"
+    worker = cli.start("worker", env=env, log=worker_log)
     try:
         rid = cli.run("run", str(_gated_flow(workspace, gates, "step")), "--detach", env=env, check=True).stdout.strip()
         wait_for(lambda: _status(cli, env).get(rid) == "running", timeout=30, interval=0.2, what="the run to start")
@@ -149,9 +151,9 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
             deadline = time.monotonic() + 4
             while time.monotonic() < deadline:
                 if (status := _status(cli, env)[rid]) != "running":
-                    # Who judged, and the last heartbeat it saw (failed once in CI under load, 2026-12-05).
+                    # Who judged and the last heartbeat it saw; the worker's own lines say whether its lease lapsed, and where.
                     said = [e.text for e in events(sqlite_url, workspace, rid) if e.kind == f"run.{status}"]
-                    raise AssertionError(f"after a clock step of {step} the run was marked {status}: {said}")
+                    raise AssertionError(f"after a clock step of {step} the run was marked {status}: {said}\nthe worker said:\n{worker_log.read_text(errors='replace')[-4000:]}")
                 time.sleep(0.3)
         release(gates, "step")
         wait_for(lambda: _status(cli, env)[rid] == "completed", timeout=30, interval=0.2, what="the run to complete")
