@@ -105,17 +105,16 @@ class Sampler:
     async def run(self, done: asyncio.Event) -> None:
         conn = await asyncpg.connect(self.dsn, timeout=10)
         try:
-            # One sample more once the round is done: the connections it opened are still held then
-            # (PgBouncer keeps its pool's). A round of 0.4 s on a loaded machine fell between two
-            # samples, and its peak read 0.
-            while True:
+            while not done.is_set():
                 await self._sample(conn)
-                if done.is_set():
-                    return
                 try:
                     await asyncio.wait_for(done.wait(), 0.25)
                 except TimeoutError:
                     pass
+            # One sample more, begun after the round is done: the connections it opened are still held
+            # then (the workers' pools, PgBouncer's). A round of 0.4 s on a loaded machine fell between
+            # two samples, or inside one (its admin query waits on psql), and its peak read 0.
+            await self._sample(conn)
         finally:
             await conn.close()
 
