@@ -28,13 +28,17 @@ ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
 def make_every_status(cli: Cli, tmp_path: Path) -> dict[str, str]:
     """One run in each of stopped, deferred, failed, cancelled, completed; returns status -> short id."""
     ids: dict[str, str] = {}
+    # The runs hosted here (in this process) get a lease with room for a loaded machine: these tests are
+    # about statuses, not leases, and on four test processes beside two CPU hogs a heartbeat's write to
+    # PostgreSQL took 0.8 s and more, so the suite's 2 s lease lapsed and the host rightly fenced itself.
+    roomy = {"SWARMKIT_LEASE": "15", "SWARMKIT_HEARTBEAT": "0.5"}
     ok = write_flow(tmp_path, "ok", ONE)
-    res = cli.call("run", str(ok), check=True)
+    res = cli.call("run", str(ok), env=roomy, check=True)
     ids["completed"] = res.stdout.split()[0]
     gate = write_flow(tmp_path, "gate", 'name = "gated"\n[[agents]]\nname = "ship"\napprove = true\ncommand = "true"\n')
-    ids["deferred"] = cli.call("run", str(gate), check=True).stdout.split()[0]
+    ids["deferred"] = cli.call("run", str(gate), env=roomy, check=True).stdout.split()[0]
     bad = write_flow(tmp_path, "bad", 'name = "bad"\n[[agents]]\nname = "boom"\ncommand = "echo failing; exit 3"\n')
-    res = cli.call("run", str(bad))
+    res = cli.call("run", str(bad), env=roomy)
     assert res.returncode == 1 and "exited with status 3" in res.stderr
     ids["failed"] = res.stdout.split()[0]
     ids["stopped"] = cli.call("run", "--detach", str(ok), check=True).stdout.strip()[:8]
