@@ -61,15 +61,21 @@ def kill_group(proc: subprocess.Popen) -> None:
 def start_worker(store_url: str, workspace: Path, fast_env):
     """Starts `swarmkit worker` subprocesses on the test's store; all are killed at teardown."""
     procs: list[subprocess.Popen] = []
+    logs: list[Path] = []
 
     def start(concurrency: int = 8) -> subprocess.Popen:
-        proc = Cli(store_url, workspace).start("worker", "--concurrency", str(concurrency), str(workspace))
+        # Its lines go to a file, shown below with the test's output: a run that never reaches the status
+        # a test waits for is told apart from a slow one there (a lapsed lease says so, and why).
+        logs.append(workspace.parent / f"worker-{len(logs)}.log")
+        proc = Cli(store_url, workspace).start("worker", "--concurrency", str(concurrency), str(workspace), log=logs[-1])
         procs.append(proc)
         return proc
 
     yield start
     for proc in procs:
         kill_group(proc)
+    for log in logs:
+        print(f"--- {log.name} (the end):\n{log.read_text(errors='replace')[-3000:]}")
 
 
 async def init_store(store_url: str, workspace: Path) -> None:
@@ -140,8 +146,9 @@ def status_cell(app, run_id: str) -> str | None:
     return table.get_cell(run_id, "status").plain.split(" ", 1)[-1]
 
 
-async def until(pilot, predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Let the app run until `predicate()` holds."""
+async def until(pilot, predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    """Let the app run until `predicate()` holds; the ceiling has room for a loaded machine (a worker's
+    stop or cancel, its graces included, took over 20 s on four test processes beside two CPU hogs)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
