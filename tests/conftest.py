@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -350,8 +351,6 @@ def pytest_configure(config):
     # status -w` started by a test then rightly ignores the Ctrl-C the test sends it, and the test
     # hangs, but only in the xdist workers where no in-process `run` has yet reset SIGINT (asyncio's
     # remove_signal_handler does). The suite's children start as a terminal's foreground job's would.
-    import signal
-
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -20,7 +20,7 @@ from swarmkit.store.models import JOB_COLUMNS, jobs
 from tests.reliability import console_in_process
 
 from .conftest import ALSO_PGBOUNCER, Cli, child_env, hold, release, wait_for, write_flow
-from .helpers import CANCELLED_WITHIN_S, audit, events, group_alive, job, workspaces
+from .helpers import CANCELLED_WITHIN_S, ROOMY_LEASE, audit, events, group_alive, job, workspaces
 
 ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
 
@@ -28,10 +28,8 @@ ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
 def make_every_status(cli: Cli, tmp_path: Path) -> dict[str, str]:
     """One run in each of stopped, deferred, failed, cancelled, completed; returns status -> short id."""
     ids: dict[str, str] = {}
-    # The runs hosted here (in this process) get a lease with room for a loaded machine: these tests are
-    # about statuses, not leases, and on four test processes beside two CPU hogs a heartbeat's write to
-    # PostgreSQL took 0.8 s and more, so the suite's 2 s lease lapsed and the host rightly fenced itself.
-    roomy = {"SWARMKIT_LEASE": "15", "SWARMKIT_HEARTBEAT": "0.5"}
+    # The runs hosted here (in this process) are about statuses, not leases.
+    roomy = ROOMY_LEASE
     ok = write_flow(tmp_path, "ok", ONE)
     res = cli.call("run", str(ok), env=roomy, check=True)
     ids["completed"] = res.stdout.split()[0]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import Cli, child_env, hold, release, write_flow
-from .helpers import events, job, need, wait_for, workspaces
+from .helpers import ROOMY_LEASE, events, job, need, wait_for, workspaces
 from .pg_instance import PgInstance, pg_bin
 
 LIBFAKETIME = next((p for p in ("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1", "/usr/lib/faketime/libfaketimeMT.so.1") if os.path.exists(p)), None)
@@ -135,10 +135,8 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
     """An NTP step of ten leases forward, then back, on the one machine of a SQLite store, while it hosts a run."""
     clock = tmp_path / "clock"
     clock.write_text("+0\n")
-    # A lease with room for a loaded machine, since what is judged is the step, not the load: with 6 s, on
-    # four test processes beside two CPU hogs, the host's heartbeats came 3.9 s apart (the loop woke late,
-    # the write waited to begin) and it rightly fenced itself; its lapse words said so.
-    env = clock_env(timestamp_file=clock, SWARMKIT_LEASE="15", SWARMKIT_HEARTBEAT="0.5")
+    # What is judged is the step, not the load: a lease with room for a loaded machine, and steps of ten leases.
+    env = clock_env(timestamp_file=clock, **ROOMY_LEASE)
     cli = Cli(sqlite_url, workspace)
     gates = tmp_path / "gates"
     # The worker's lines go to a file: a lapsed lease is said there (where its heartbeat was, and since when).
@@ -147,7 +145,8 @@ def test_a_clock_step_on_a_sqlite_host_marks_nothing_lost(sqlite_url: str, works
     try:
         rid = cli.run("run", str(_gated_flow(workspace, gates, "step")), "--detach", env=env, check=True).stdout.strip()
         wait_for(lambda: _status(cli, env).get(rid) == "running", timeout=30, interval=0.2, what="the run to start")
-        for step in ("+150s", "-150s", "+0"):
+        ten = f"{10 * float(ROOMY_LEASE['SWARMKIT_LEASE']):g}s"
+        for step in (f"+{ten}", f"-{ten}", "+0"):
             clock.write_text(step + "\n")
             # A step of ten leases shows at the first look after it; a few looks to be sure.
             deadline = time.monotonic() + 4
