@@ -80,6 +80,8 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
         self._control_path: Path | None = None
         self._stall_after = timedelta(seconds=flow.stall_after_s or self.settings.stall_after_s)
         self._fenced = False
+        # The run's last write has begun: a heartbeat or a flush fenced by it landing is no news.
+        self._ending = False
         self._warned: set[str] = set()
         self._node_task: asyncio.Task | None = None
         self.final_status: str | None = None
@@ -112,7 +114,7 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
         """Our epoch is gone (or may be): stop everything and write nothing more."""
         if not self._fenced:
             self._fenced = True
-            if why is None:
+            if why is None and not self._ending:
                 log.warning("run %s: epoch %d is gone; this host stops and writes nothing", self.job_id[:8], self.epoch)
             # An agent waiting for room in the buffer goes on (its lines are not kept).
             self.sink.release()

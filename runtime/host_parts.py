@@ -45,6 +45,7 @@ class HostParts:
     _control_path: Path | None
     _stall_after: timedelta
     _fenced: bool
+    _ending: bool
     _warned: set[str]
     _node_task: asyncio.Task | None
     _procs: set[AgentProcess]

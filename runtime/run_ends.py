@@ -37,6 +37,7 @@ class RunEnds(HostParts):
     async def _end(self, status: str, *, error: str | None = None, allow_if_cancel: bool = False) -> bool:
         """Move running -> an end state at our epoch. False when a cancel got there first."""
         async def op() -> bool:
+            self._ending = True
             now = store_now()
             values: dict[str, Any] = dict(status=status, updated_at=now, error=storable(error) if error else None, ended_at=now)
             if status == COMPLETED:
@@ -81,6 +82,7 @@ class RunEnds(HostParts):
         actor = (flags.cancel_requested_by if flags else None) or "unknown"
 
         async def op() -> None:
+            self._ending = True
             now = store_now()
             async with self.store.write() as conn:
                 moved = await end_hosted(conn, self.job_id, self.epoch, dict(status=CANCELLED, ended_at=now, updated_at=now, current_node=None), unless_cancelled=False)
@@ -114,6 +116,7 @@ class RunEnds(HostParts):
             spent = (exc.tokens - written[0], exc.cost - written[1])  # type: ignore[attr-defined]
 
         async def op() -> None:
+            self._ending = True
             now = store_now()
             async with self.store.write() as conn:
                 if await end_hosted(conn, self.job_id, self.epoch, dict(values, updated_at=now), unless_cancelled=True, add_usage=spent) != 1:

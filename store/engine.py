@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def _prepare_sqlite_dir(path: Path) -> None:
-    """The store folder and file are readable by their owner only."""
+    """The store folder and file are readable by their owner only, and the file is born in WAL mode."""
     parent = path.parent
     if not parent.exists():
         try:
@@ -33,10 +33,43 @@ def _prepare_sqlite_dir(path: Path) -> None:
             raise StoreError(f"cannot create the store folder {parent}: {exc.strerror or exc}") from None
     if not path.exists():
         try:
-            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
-            os.close(fd)
+            _give_birth(path)
         except OSError as exc:
             raise StoreError(f"cannot create the store file {path}: {exc.strerror or exc}") from None
+
+
+def _give_birth(path: Path) -> None:
+    """Make the store file already in WAL mode, whole or not at all.
+
+    Every connection asks for WAL (`sqlite_pragmas`). On a file still in rollback mode that
+    request is a write made from inside a read, and SQLite answers a second process doing the
+    same at that moment "database is locked" at once, whatever the busy timeout (it would
+    deadlock otherwise): eight `swarmkit run`s on a new store lost one that way. So the file is
+    made under a name of its own, switched to WAL there, and linked into place; whoever links
+    second finds the store already there.
+    """
+    import sqlite3  # late: only a store's first open makes its file
+
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{os.urandom(4).hex()}")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+        finally:
+            conn.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process made it first: that one is the store
+        except OSError:
+            # A file system without hard links: an empty file, switched to WAL by its first connection.
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+    finally:
+        for leftover in (tmp, *(Path(f"{tmp}-{end}") for end in ("journal", "wal", "shm"))):
+            leftover.unlink(missing_ok=True)
 
 
 def _sqlite_url(loc: StoreLocation, driver: str) -> URL:

@@ -74,6 +74,35 @@ async def test_concurrent_first_opens_migrate_once(store_url, workspace: Path):
         assert p.returncode == 0, errs
 
 
+def test_a_new_sqlite_store_is_born_in_wal_so_opens_at_once_never_find_it_locked(tmp_path: Path):
+    """Every connection asks for WAL. On a file still in rollback mode that request is a write made from
+    inside a read, and SQLite answers "database is locked" at once, whatever the busy timeout, when
+    another process holds the write lock at that moment (one of eight `swarmkit run`s on a new store
+    failed so in CI). Here another process is caught mid-switch, holding the lock, as a store's engine
+    makes its first connection: the file it made is already in WAL, so it opens."""
+    import sqlite3
+
+    from swarmkit.store.engine import make_engine, make_sync_engine
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    loc = resolve_store(f"sqlite:///{ws}/.swarmkit/store.db", ws)
+    make_engine(loc, create=True)  # what `run` does first: the store's file is made
+    db = ws / ".swarmkit" / "store.db"
+    assert stat.S_IMODE(db.stat().st_mode) == 0o600
+    assert sorted(p.name for p in db.parent.iterdir()) == ["store.db"], "the file was made under another name and left behind"
+    other = sqlite3.connect(db, isolation_level=None, timeout=30)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        engine = make_sync_engine(loc)
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        engine.dispose()
+    finally:
+        other.rollback()
+        other.close()
+
+
 def test_store_urls_resolve_and_bad_ones_are_named(tmp_path: Path, monkeypatch):
     monkeypatch.delenv("SWARMKIT_STORE", raising=False)
     loc = resolve_store(None, tmp_path)
