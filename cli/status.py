@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from typing import TYPE_CHECKING
@@ -157,6 +156,8 @@ async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], hea
         rows = table_rows(first, store_now(), args.output == "wide")[1]
         widths = [max([cell_width(h)] + [cell_width(r[i]) for r in rows]) for i, h in enumerate(headers)]
     outage = False
+    import asyncio  # late: a watch opens the full store, on the event loop; a one-shot status runs without one
+
     while True:
         await asyncio.sleep(WATCH_POLL_S)
         try:

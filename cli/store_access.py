@@ -7,7 +7,6 @@ imported only on the paths that open the full store.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.settings import application_name
 from swarmkit.runtime.text import plain_lines
 from swarmkit.store.lite import LiteStore, lite_location
+from swarmkit.store.loopless import loop_needed
 from swarmkit.store.masking import masked
 from swarmkit.store.store_errors import is_store_fault
 
@@ -34,8 +34,9 @@ T = TypeVar("T")
 # A shared store is upgraded by `swarmkit db upgrade` alone.
 HOSTING_VERBS = frozenset({"run", "worker", "serve"})
 # One-shot verbs that open a SQLite store through sqlite3 alone (store/lite.py): no SQLAlchemy
-# loaded, which is most of such a verb's start-up (issue 13). A watch (`status -w`) polls on: it opens a `Store`.
-LITE_VERBS = frozenset({"status", "stop"})
+# loaded, which is most of such a verb's start-up (issue 13), and that run with no event loop
+# (store/loopless.py; issue 31). A watch (`status -w`) polls on: it opens a `Store`, on the loop.
+LITE_VERBS = frozenset({"status", "stop", "resume", "approve"})
 # How long `logs -f` and `status --watch` wait for a store that is away when they start (a
 # server restarting): past it, the error is said, as for any verb (a wrong host must not hang).
 OPEN_RIDE_OUT_S = 30.0
@@ -95,6 +96,9 @@ async def riding_out(read: Callable[[], Awaitable[T]], say: Callable[[BaseExcept
             if not said:
                 err(say(exc))
                 said = True
+            await loop_needed()
+            import asyncio  # late: a one-shot verb on a lite store runs without it (store/loopless.py)
+
             await asyncio.sleep(backoff.next())
 
 
@@ -115,6 +119,8 @@ async def _open(args) -> Store:
         if lite is not None:
             return await LiteStore.open(lite)  # type: ignore[return-value]  # the part of a Store's face these verbs use
     from swarmkit.store import Store, resolve_store  # late: the full store (SQLAlchemy); `status` and `stop` on a SQLite file load none
+
+    await loop_needed()  # the full store runs on the event loop
 
     hosting = args.verb in HOSTING_VERBS
     loc = resolve_store(args.store, getattr(args, "workspace", None))

@@ -7,9 +7,7 @@ and a verb loads its own command module alone (another's work, the executor or t
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import logging
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -18,12 +16,12 @@ from swarmkit.runtime.echo import say
 from swarmkit.runtime.errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageError
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.store import NoStoreError, StoreError, StoreUrlError
-from swarmkit.store.masking import log_to_stderr
+from swarmkit.store.loopless import drive
 from swarmkit.store.store_location import resolve_store
 
 from .acts_parser import HELP as ACT_HELP
 from .common import PROG
-from .store_access import err
+from .store_access import LITE_VERBS, err
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -45,16 +43,34 @@ COMMANDS = {
 
 def run_verb(args) -> int:
     """Run the verb `args.verb` names; its exit code."""
-    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
     module, name = COMMANDS[args.verb]
     # The verb's module alone, by name: every module's imports are at its top, so this loads what the verb needs.
     command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
     return _run(command, args)
 
 
+def _log_to_stderr() -> None:
+    from swarmkit.store.masked_log import log_to_stderr  # late: logging is a tenth of a one-shot verb's start, and a lite store logs nothing
+
+    try:
+        log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), PROG)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
     # Each fault is said once, on stderr, and mapped to the one list of exit codes.
     try:
+        if args.verb in LITE_VERBS:
+            # With no event loop until it needs one (store/loopless.py), and nothing that logs: on a
+            # lite store it needs neither; on the full store (PostgreSQL, a watch) it has both from there.
+            asked = "SWARMKIT_LOG" in os.environ
+            if asked:
+                _log_to_stderr()
+            return int(drive(command(args), on_loop=None if asked else _log_to_stderr))
+        _log_to_stderr()
+        import asyncio  # late: a one-shot verb on a lite store runs without it
+
         return int(asyncio.run(command(args)))
     except (UsageError, FlowError, StoreUrlError, NoStoreError) as exc:
         err(str(exc))
@@ -75,6 +91,8 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
 
         if not isinstance(exc, STORE_FAULTS):
             raise
+        import logging  # late: logging loads only where something is logged
+
         # The traceback, for SWARMKIT_LOG=DEBUG; the operator reads one line.
         logging.getLogger("swarmkit.cli").debug("store fault", exc_info=True)
         try:

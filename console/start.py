@@ -13,7 +13,7 @@ import os
 
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.store.lite import lite_location
-from swarmkit.store.masking import log_to_stderr
+from swarmkit.store.masked_log import log_to_stderr
 from swarmkit.store.store_errors import NoStoreError, StoreError, StoreUrlError, is_store_fault
 from swarmkit.store.store_location import resolve_store
 
@@ -23,7 +23,11 @@ from .store_probe import probe_store
 
 def start(argv: list[str]) -> int:
     """Run `swarmkit-console ARGV`; its exit code."""
-    log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit-console")
+    try:
+        log_to_stderr(os.environ.get("SWARMKIT_LOG", "WARNING"), "swarmkit-console")
+    except ValueError as exc:
+        err(str(exc))
+        return ExitCode.USAGE
     if argv[:1] == ["demo"]:
         from .demo_run import run_demo  # late: the demo's session and Textual; no other mode loads the demo's
 

@@ -5,17 +5,17 @@ nothing else. Every transition is one conditional UPDATE (compare-and-set on
 status and epoch) with its audit row in the same transaction; a terminal
 status never changes because no statement here matches one.
 
-`stop`, `resolve_run` and what they write run by named statements
-(store/named.py): on a lite SQLite store (store/lite.py) `swarmkit stop` and
-`status` load no SQLAlchemy. The other acts write through store/run_writes.py,
-imported where they write: it builds its statements with SQLAlchemy.
+`stop`, `resume`, `approve`, `resolve_run` and what they write run by named
+statements (store/named.py): on a lite SQLite store (store/lite.py) `swarmkit
+stop`, `resume`, `approve` and `status` load no SQLAlchemy. The other acts
+(submit, cancel) write through store/run_writes.py, imported where they write:
+it builds its statements with SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -111,6 +111,8 @@ async def submit(
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1,
     under its lease (`lease_s`; SWARMKIT_LEASE if not given)."""
+    import uuid  # late: only a submit makes an id; uuid loads platform, which `swarmkit stop` needs none of
+
     from swarmkit.store.run_writes import insert_run  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
 
     actor = actor or default_actor()
@@ -249,23 +251,6 @@ async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = 
 # --- resume and approve -----------------------------------------------------
 
 
-def resume_values(job: JobRecord, now: datetime) -> dict[str, Any]:
-    values: dict[str, Any] = dict(
-        stop_requested_at=None,
-        stop_requested_by=None,
-        stop_now=False,
-        stop_overdue_at=None,
-        stall_at=None,
-        pending_gate=None,
-        ended_at=None,
-        error=None,
-        updated_at=now,
-    )
-    if job.status == DEFERRED:
-        values["approved_step"] = job.step
-    return values
-
-
 async def audit_resume(conn: AsyncConn, job: JobRecord, actor: str, now: datetime, how: str) -> None:
     if job.status == DEFERRED:
         await record_audit(conn, actor, ACTS["approve"].audit, job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
@@ -285,8 +270,6 @@ def refuse_resume(job: JobRecord) -> ActResult:
 
 async def resume(store: Store, ref: str, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
     """Put a stopped, deferred or lost run back in the queue for a worker."""
-    from swarmkit.store.run_writes import requeue  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
-
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     for _ in range(RETRIES):
@@ -298,7 +281,11 @@ async def resume(store: Store, ref: str, *, actor: str | None = None, only_defer
             return refuse_resume(job)
         now = store_now()
         async with store.write() as conn:
-            moved = await requeue(conn, job.id, job.status, job.epoch, resume_values(job, now))
+            params: dict[str, Any] = {"b_id": job.id, "b_epoch": job.epoch, "b_at": now}
+            if job.status == DEFERRED:
+                moved = (await conn.execute(S.APPROVE, {**params, "b_step": job.step})).rowcount
+            else:
+                moved = (await conn.execute(S.RESUME, {**params, "b_status": job.status})).rowcount
             if moved == 1:
                 await audit_resume(conn, job, actor, now, "queued for a worker")
         if moved == 1:

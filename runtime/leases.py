@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from swarmkit.store import clock
 from swarmkit.store.clock import store_now
 from swarmkit.store.named import S
+from swarmkit.store.reads import count_live_workers
 from swarmkit.store.statuses import CANCELLED, LOST
 
 from .journal import record_audit, record_event
@@ -98,7 +99,6 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
 
 
 async def live_worker_count(store: Store, lease_s: float) -> int:
-    from swarmkit.store.queries import live_workers  # late: after an act only; `swarmkit stop` on SQLite loads no SQLAlchemy
-
-    async with store.read() as conn:
-        return len(await conn.run_sync(live_workers, lease_s))
+    """Workers that have not stopped and heart-beat within the lease: one count, by a named statement
+    (a `resume` on a lite SQLite store asks it, with no SQLAlchemy loaded)."""
+    return await store.run_read(lambda conn: count_live_workers(conn, lease_s))

@@ -47,7 +47,7 @@ class LogLines:
         import logging  # late: as above
         from datetime import UTC, datetime  # late: as above
 
-        from swarmkit.store.masking import MaskedFormatter  # late: as above
+        from swarmkit.store.masked_log import MaskedFormatter  # late: as above
 
         fmt = self.fmt
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from typing import NoReturn
@@ -86,7 +85,8 @@ def host_name() -> str:
     Workspaces belong to the host that made them, by this name: two machines
     that share a hostname (containers, cloned VMs) must set SWARMKIT_HOST apart.
     """
-    return os.environ.get("SWARMKIT_HOST") or socket.gethostname()
+    # uname's node name is gethostname()'s on POSIX, without loading socket into every one-shot verb.
+    return os.environ.get("SWARMKIT_HOST") or os.uname().nodename
 
 
 def application_name(role: str) -> str:

@@ -183,6 +183,28 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'datetime',
                          None)),
  'ALEMBIC_VERSION': ('SELECT alembic_version.version_num \nFROM alembic_version', {}, {}, ('version_num',), (None,)),
+ 'APPROVE': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:ended_at, stop_requested_at=:stop_requested_at, '
+             'stop_requested_by=:stop_requested_by, error=:error, pending_gate=:pending_gate, approved_step=:b_step, stop_now=:stop_now, '
+             'stall_at=:stall_at, stop_overdue_at=:stop_overdue_at WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = '
+             ':status_1',
+             {'ended_at': None,
+              'error': None,
+              'pending_gate': None,
+              'stall_at': None,
+              'status': 'queued',
+              'status_1': 'deferred',
+              'stop_now': False,
+              'stop_overdue_at': None,
+              'stop_requested_at': None,
+              'stop_requested_by': None},
+             {'b_at': 'datetime',
+              'ended_at': 'datetime',
+              'stall_at': 'datetime',
+              'stop_now': 'bool',
+              'stop_overdue_at': 'datetime',
+              'stop_requested_at': 'datetime'},
+             (),
+             ()),
  'CHANGED_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
                    'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
                    'stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS cancel_requested_at, jobs.cancel_requested_by, '
@@ -693,6 +715,26 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     {},
                     ('job_id', 'kind', 'at'),
                     (None, None, 'datetime')),
+ 'RESUME': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:ended_at, stop_requested_at=:stop_requested_at, '
+            'stop_requested_by=:stop_requested_by, error=:error, pending_gate=:pending_gate, stop_now=:stop_now, stall_at=:stall_at, '
+            'stop_overdue_at=:stop_overdue_at WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :b_status',
+            {'ended_at': None,
+             'error': None,
+             'pending_gate': None,
+             'stall_at': None,
+             'status': 'queued',
+             'stop_now': False,
+             'stop_overdue_at': None,
+             'stop_requested_at': None,
+             'stop_requested_by': None},
+            {'b_at': 'datetime',
+             'ended_at': 'datetime',
+             'stall_at': 'datetime',
+             'stop_now': 'bool',
+             'stop_overdue_at': 'datetime',
+             'stop_requested_at': 'datetime'},
+            (),
+            ()),
  'RUNNING_ACTIVE_SINCE': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                           'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
                           'jobs.stop_requested_at AS stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS '

@@ -26,6 +26,7 @@ from operator import itemgetter
 from pathlib import Path
 
 from . import clock, identity
+from .loopless import loop_needed
 from .named import Statement
 from .schema import _judge, read_schema
 from .store_errors import NoStoreError, StoreError
@@ -328,6 +329,7 @@ class LiteStore:
     async def full_store(self) -> Store:
         """A full `Store` on the same file (SQLAlchemy loads now), for what this one does not run."""
         if self._full is None:
+            await loop_needed()  # the full store runs on the event loop (loopless.py)
             from sqlalchemy.engine import URL  # late: a lost host to mark is rare, and that runs on SQLAlchemy
 
             from .store import Store  # late: as above

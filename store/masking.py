@@ -1,8 +1,7 @@
-"""Passwords masked out of store URLs, driver errors, log lines and log records."""
+"""Passwords masked out of store URLs, driver errors, log lines and log records (those: masked_log.py)."""
 
 from __future__ import annotations
 
-import logging
 import re
 
 MASK = "***"
@@ -31,17 +30,3 @@ def masked(text_or_url: object) -> str:
     if "=" in text:
         text = _PARAM_PASSWORD.sub(lambda m: m[1] + MASK, text)
     return text
-
-
-class MaskedFormatter(logging.Formatter):
-    """Log records as `masked` shows them: an exception logged from a driver may quote its DSN."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return masked(super().format(record))
-
-
-def log_to_stderr(level: str, prefix: str) -> None:
-    """What hosts and verbs log goes to stderr at `level`, passwords masked."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(MaskedFormatter(f"{prefix}: %(name)s: %(message)s"))
-    logging.basicConfig(level=level.upper(), handlers=[handler])

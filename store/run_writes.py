@@ -1,5 +1,5 @@
 """The writes of a run's `jobs` row that have parts known only at run time (runtime/acts.py, claims.py,
-leases.py, run_ends.py, executor.py): a run submitted, requeued, cancelled, claimed, marked lost,
+leases.py, run_ends.py, executor.py): a run submitted, cancelled, claimed, marked lost,
 ended or parked.
 
 Each change of state is one conditional UPDATE, a compare-and-set on the row's
@@ -9,7 +9,7 @@ holds the transaction; these only build and run the statement in it. What to
 write is the caller's (`values`: column name to value); the conditions are
 here, fixed per operation.
 
-The one-shot verbs on SQLite (`status`, `stop`) load no SQLAlchemy: their
+The one-shot verbs on SQLite (`status`, `stop`, `resume`, `approve`) load no SQLAlchemy: their
 modules import this one where they write, not at their top.
 """
 
@@ -36,12 +36,6 @@ async def insert_run(conn: AsyncConn, values: dict[str, Any], state: str) -> Non
     await conn.execute(
         insert(checkpoints).values(job_id=values["id"], step=0, node=None, state=state, epoch=values["epoch"], created_at=values["created_at"])
     )
-
-
-async def requeue(conn: AsyncConn, job_id: str, status: str, epoch: int, values: dict[str, Any]) -> int:
-    """A stopped, deferred or lost run back in the queue, if it is still `status` at `epoch`."""
-    res = await conn.execute(update(jobs).where(jobs.c.id == job_id, jobs.c.status == status, jobs.c.epoch == epoch).values(status=QUEUED, **values))
-    return res.rowcount
 
 
 async def request_cancel(conn: AsyncConn, job_id: str, epoch: int, *, at: datetime, actor: str, keep: bool) -> int:

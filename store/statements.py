@@ -21,6 +21,7 @@ from sqlalchemy.sql.base import Executable
 from . import clock, liveness
 from .models import (
     ACTIVE_STATUSES,
+    DEFERRED,
     NODE_BOUNDS,
     QUEUED,
     RUNNING,
@@ -208,6 +209,19 @@ STOP_RUNNING_NOW = (
     .where(*_THIS_RUN, jobs.c.status == RUNNING, jobs.c.cancel_requested_at.is_(None), jobs.c.stop_requested_at.is_not(None), jobs.c.stop_now.is_not(True))
     .values(updated_at=bindparam("b_at"), stop_now=bindparam("b_now"))
 )
+
+# --- resume and approve (runtime/acts.py `resume`): back in the queue, every request and ending cleared --
+
+# What a resume clears, whoever resumes: a worker's queue here, `run --resume` in runtime/claims.py.
+RESUME_CLEARS: dict[str, object] = dict(
+    stop_requested_at=None, stop_requested_by=None, stop_now=False, stop_overdue_at=None,
+    stall_at=None, pending_gate=None, ended_at=None, error=None,
+)
+_REQUEUED: dict[str, object] = dict(RESUME_CLEARS, status=QUEUED, updated_at=bindparam("b_at"))
+# A stopped or lost run, if it is still `b_status` at its epoch.
+RESUME = update(jobs).where(*_THIS_RUN, jobs.c.status == bindparam("b_status")).values(**_REQUEUED)
+# A run waiting at a gate: approved, it passes the gate at `b_step` when a worker takes it.
+APPROVE = update(jobs).where(*_THIS_RUN, jobs.c.status == DEFERRED).values(**_REQUEUED, approved_step=bindparam("b_step"))
 
 
 def named() -> dict[str, Executable]:

@@ -3,7 +3,6 @@ fault, write transactions that take SQLite's lock up front, and read transaction
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -29,6 +28,8 @@ async def connect(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     try:
         yield conn
     finally:
+        import asyncio  # late: only the full store's engines run here, on the loop; a lite store loads no asyncio
+
         await asyncio.shield(conn.close())
 
 

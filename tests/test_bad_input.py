@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ from tests.reliability import (
     wait_until,
 )
 
-from .conftest import Cli, wait_for, write_flow
+from .conftest import Cli, child_env, wait_for, write_flow
 from .helpers import ROOMY_LEASE, audit, events, job
 
 ONE = 'name = "one"\n[[agents]]\nname = "only"\ncommand = "echo hi"\n'
@@ -218,6 +219,21 @@ def test_a_timing_no_host_can_wait_is_refused_in_a_line(cli: Cli, tmp_path: Path
             clear(drive({name: value}), 2, f"{name}={value!r}", words, max_lines=1)
     # Set but empty is unset, as for every other variable (SWARMKIT_STORE, SWARMKIT_HOST): the defaults.
     assert sk(cli, "status", env=dict.fromkeys(NUMBER_VARS, "")).returncode == 0
+
+
+def test_a_log_level_that_is_no_level_is_refused_in_a_line(cli: Cli, tmp_path: Path):
+    """SWARMKIT_LOG=LOUD ended every verb and the console in a ValueError traceback from logging."""
+    flow = write_flow(tmp_path, "ok", ONE)
+    rid = cli.run("run", str(flow), "--detach", check=True).stdout.strip()
+    for argv in (["status"], ["stop", rid], ["run", str(flow)], ["worker"]):
+        clear(sk(cli, *argv, env={"SWARMKIT_LOG": "LOUD"}), 2, "SWARMKIT_LOG='LOUD' is not a log level: debug, info, warning", max_lines=1)
+    console = subprocess.run(
+        [sys.executable, "-c", "import sys; from swarmkit.console.cli import main; sys.exit(main())", "--once", "--store", cli.store_url],
+        env=child_env({"SWARMKIT_LOG": "LOUD"}), capture_output=True, text=True, timeout=120, cwd=cli.workspace,
+    )
+    clear(console, 2, "SWARMKIT_LOG='LOUD' is not a log level", max_lines=1)
+    assert job(cli.store_url, cli.workspace, rid).status == "queued", "a refused verb acted"
+    assert sk(cli, "status", env={"SWARMKIT_LOG": "Info"}).returncode == 0  # a level in any case
 
 
 # Every number an environment variable sets, and a value just past its bound (a year of seconds for the
