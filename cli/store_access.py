@@ -24,6 +24,7 @@ from swarmkit.store.masking import masked
 from swarmkit.store.store_errors import is_store_fault
 
 from .common import PROG
+from .workspace_sweep import swept_lines
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
@@ -36,7 +37,7 @@ HOSTING_VERBS = frozenset({"run", "worker", "serve"})
 # One-shot verbs that open a SQLite store through sqlite3 alone (store/lite.py): no SQLAlchemy
 # loaded, which is most of such a verb's start-up (issue 13), and that run with no event loop
 # (store/loopless.py; issue 31). A watch (`status -w`) polls on: it opens a `Store`, on the loop.
-LITE_VERBS = frozenset({"status", "stop", "resume", "approve"})
+LITE_VERBS = frozenset({"status", "stop", "resume", "approve", "cancel"})
 # How long `logs -f` and `status --watch` wait for a store that is away when they start (a
 # server restarting): past it, the error is said, as for any verb (a wrong host must not hang).
 OPEN_RIDE_OUT_S = 30.0
@@ -139,8 +140,6 @@ async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:
     store = await open_store(args)
     try:
         if args.verb in HOSTING_VERBS or args.verb == "cancel":
-            from .workspace_sweep import swept_lines  # late: SQLAlchemy (runtime/workspaces.py); only verbs on the full store sweep
-
             for line in await swept_lines(store):
                 err(line)
         return await fn(store)

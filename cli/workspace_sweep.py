@@ -1,15 +1,14 @@
 """The workspace sweep every verb that hosts runs (or cancels one) does first: workspaces of this host whose
-destroy another machine recorded. Its own module: runtime/workspaces.py loads SQLAlchemy, and a one-shot
-verb on a SQLite file (`status`, `stop`) loads none (cli/store_access.py's `with_store`)."""
+destroy another machine recorded (runtime/workspaces.py `sweep`, by named statements: a `swarmkit cancel`
+on a SQLite file runs it on the lite store)."""
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.workspaces import sweep
-from swarmkit.store import STORE_FAULTS
+from swarmkit.store.store_errors import is_store_fault
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
@@ -20,6 +19,10 @@ async def swept_lines(store: Store) -> list[str]:
     A store fault is logged, not raised: the verb goes on."""
     try:
         return [plain(line) for line in await sweep(store)]
-    except STORE_FAULTS as exc:
+    except Exception as exc:
+        if not is_store_fault(exc):
+            raise
+        import logging  # late: logging loads only where something is logged (cli/verb_runner.py)
+
         logging.getLogger("swarmkit.cli").info("workspace sweep failed: %s", exc)
         return []

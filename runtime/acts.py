@@ -5,11 +5,11 @@ nothing else. Every transition is one conditional UPDATE (compare-and-set on
 status and epoch) with its audit row in the same transaction; a terminal
 status never changes because no statement here matches one.
 
-`stop`, `resume`, `approve`, `resolve_run` and what they write run by named
+The four acts on a run, `resolve_run` and what they write run by named
 statements (store/named.py): on a lite SQLite store (store/lite.py) `swarmkit
-stop`, `resume`, `approve` and `status` load no SQLAlchemy. The other acts
-(submit, cancel) write through store/run_writes.py, imported where they write:
-it builds its statements with SQLAlchemy.
+stop`, `resume`, `approve`, `cancel` and `status` load no SQLAlchemy. A submit
+writes through store/run_writes.py, imported where it writes: it builds its
+statements with SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .leases import claim_lease, live_worker_count
 from .notify import record_notification
 from .settings import Settings, default_actor, host_name
 from .steps import step_words
+from .workspaces import carry_out, decide
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
@@ -303,10 +304,6 @@ async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActRes
 
 
 async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
-    from swarmkit.store.run_writes import cancel_unhosted, request_cancel  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
-
-    from .workspaces import carry_out, decide  # late: a cancel's workspaces load SQLAlchemy, which `swarmkit stop` on SQLite never does
-
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     keep_words = "kept" if keep else "destroyed"
@@ -317,7 +314,7 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job, already=True)
             async with store.write() as conn:
-                moved = await request_cancel(conn, job.id, job.epoch, at=now, actor=actor, keep=keep)
+                moved = (await conn.execute(S.REQUEST_CANCEL, {"b_id": job.id, "b_epoch": job.epoch, "b_at": now, "b_actor": actor, "b_keep": keep})).rowcount
                 if moved == 1:
                     await record_audit(conn, actor, ACTS["cancel"].audit, job.id, {"keep": keep, "node": job.current_node}, at=now)
                     await record_event(conn, job.id, ACTS["cancel"].audit, f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
@@ -330,7 +327,7 @@ async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | Non
                 )
         elif job.status in (QUEUED, STOPPED, DEFERRED, LOST):
             async with store.write() as conn:
-                moved = await cancel_unhosted(conn, job.id, job.status, job.epoch, at=now, actor=actor, keep=keep)
+                moved = (await conn.execute(S.CANCEL_UNHOSTED, {"b_id": job.id, "b_epoch": job.epoch, "b_status": job.status, "b_at": now, "b_actor": actor, "b_keep": keep})).rowcount
                 said: list[str] = []
                 if moved == 1:
                     await record_audit(conn, actor, ACTS["cancel"].audit, job.id, {"keep": keep, "from": job.status}, at=now)

@@ -21,6 +21,7 @@ from swarmkit.store.statuses import CANCELLED, LOST
 from .journal import record_audit, record_event
 from .notify import record_notification
 from .settings import MAX_LEASE_S, Settings, host_name
+from .workspaces import carry_out, decide
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
@@ -57,8 +58,6 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
     from swarmkit.store.lite import LiteStore  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
     from swarmkit.store.run_writes import mark_lapsed  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
     from swarmkit.store.store import is_lock_wait  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
-
-    from .workspaces import carry_out, decide  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
 
     if isinstance(store, LiteStore):
         # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.

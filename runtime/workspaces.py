@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 from pathlib import Path
@@ -10,7 +9,10 @@ from typing import TYPE_CHECKING
 
 from swarmkit.store import workspace_rows as rows
 from swarmkit.store.clock import store_now
-from swarmkit.store.workspace_rows import DESTROYED, KEPT, PENDING
+from swarmkit.store.loopless import off_loop
+from swarmkit.store.statuses import WS_DESTROYED as DESTROYED
+from swarmkit.store.statuses import WS_KEPT as KEPT
+from swarmkit.store.statuses import WS_PENDING as PENDING
 
 from .settings import host_name
 
@@ -137,10 +139,10 @@ def _remove(runs_dir: Path, job_id: str) -> None:
 
 
 async def _destroy(store: Store, job_id: str, wid: int, path: str) -> str:
-    ok, why = await asyncio.to_thread(safe_to_remove, path, store.loc.runs_dir, job_id)
+    ok, why = await off_loop(safe_to_remove, path, store.loc.runs_dir, job_id)
     if ok:
-        await asyncio.to_thread(_remove, store.loc.runs_dir, job_id)
-        if await asyncio.to_thread(Path(path).exists):
+        await off_loop(_remove, store.loc.runs_dir, job_id)
+        if await off_loop(Path(path).exists):
             ok, why = False, "it could not be removed"
     now = store_now()
     async with store.write() as conn:

@@ -182,6 +182,12 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'datetime',
                          'datetime',
                          None)),
+ 'ADD_WORKSPACE': ('INSERT INTO workspaces (job_id, path, state, created_at, updated_at, host) VALUES (:b_job_id, :b_path, :state, :b_at, '
+                   ':b_at, :b_host)',
+                   {'state': 'active'},
+                   {'b_at': 'datetime'},
+                   (),
+                   ()),
  'ALEMBIC_VERSION': ('SELECT alembic_version.version_num \nFROM alembic_version', {}, {}, ('version_num',), (None,)),
  'APPROVE': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:ended_at, stop_requested_at=:stop_requested_at, '
              'stop_requested_by=:stop_requested_by, error=:error, pending_gate=:pending_gate, approved_step=:b_step, stop_now=:stop_now, '
@@ -205,6 +211,13 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'stop_requested_at': 'datetime'},
              (),
              ()),
+ 'CANCEL_UNHOSTED': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:b_at, cancel_requested_at=:b_at, '
+                     'cancel_requested_by=:b_actor, cancel_keep=:b_keep WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = '
+                     ':b_status',
+                     {'status': 'cancelled'},
+                     {'b_at': 'datetime', 'b_keep': 'bool'},
+                     (),
+                     ()),
  'CHANGED_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
                    'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
                    'stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS cancel_requested_at, jobs.cancel_requested_by, '
@@ -306,6 +319,13 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           {'b_window_after': 'datetime'},
                           ('anon_1', 'anon_2', 'anon_3'),
                           ('datetime', None, None)),
+ 'DESTROYS_DUE': ('SELECT workspaces.id, workspaces.path, workspaces.host \n'
+                  'FROM workspaces \n'
+                  'WHERE workspaces.job_id = :b_job_id AND workspaces.state = :state_1',
+                  {'state_1': 'destroy pending'},
+                  {},
+                  ('id', 'path', 'host'),
+                  (None, None, None)),
  'ENDED_JOBS': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
                 'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
                 'stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS cancel_requested_at, jobs.cancel_requested_by, '
@@ -395,6 +415,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  {'b_since': 'datetime'},
                  ('status',),
                  (None,)),
+ 'END_DESTROY': ('UPDATE workspaces SET state=:b_state, updated_at=:b_at WHERE workspaces.id = :b_id AND workspaces.state = :state_1',
+                 {'state_1': 'destroy pending'},
+                 {'b_at': 'datetime'},
+                 (),
+                 ()),
  'FLOW_RECENT': ('SELECT jobs.id \n'
                  'FROM jobs \n'
                  'WHERE jobs.flow = :b_flow AND jobs.id != :b_exclude ORDER BY jobs.created_at DESC\n'
@@ -715,6 +740,24 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     {},
                     ('job_id', 'kind', 'at'),
                     (None, None, 'datetime')),
+ 'OPEN_WORKSPACES': ('SELECT workspaces.id, workspaces.path \n'
+                     'FROM workspaces \n'
+                     'WHERE workspaces.job_id = :b_job_id AND workspaces.state IN (__[POSTCOMPILE_state_1])',
+                     {'state_1': ['active', 'kept']},
+                     {},
+                     ('id', 'path'),
+                     (None, None)),
+ 'REACTIVATE_WORKSPACE': ('UPDATE workspaces SET state=:state, updated_at=:b_at, host=:b_host WHERE workspaces.id = :b_id',
+                          {'state': 'active'},
+                          {'b_at': 'datetime'},
+                          (),
+                          ()),
+ 'REQUEST_CANCEL': ('UPDATE jobs SET updated_at=:b_at, cancel_requested_at=:b_at, cancel_requested_by=:b_actor, cancel_keep=:b_keep WHERE '
+                    'jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL',
+                    {'status_1': 'running'},
+                    {'b_at': 'datetime', 'b_keep': 'bool'},
+                    (),
+                    ()),
  'RESUME': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:ended_at, stop_requested_at=:stop_requested_at, '
             'stop_requested_by=:stop_requested_by, error=:error, pending_gate=:pending_gate, stop_now=:stop_now, stall_at=:stall_at, '
             'stop_overdue_at=:stop_overdue_at WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :b_status',
@@ -819,6 +862,18 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'datetime',
                            'datetime',
                            None)),
+ 'RUNS_WITH_DESTROYS_DUE': ('SELECT DISTINCT workspaces.job_id \n'
+                            'FROM workspaces \n'
+                            'WHERE workspaces.state = :state_1 AND workspaces.host = :b_host',
+                            {'state_1': 'destroy pending'},
+                            {},
+                            ('job_id',),
+                            (None,)),
+ 'SET_WORKSPACE_STATE': ('UPDATE workspaces SET state=:b_state, updated_at=:b_at WHERE workspaces.id = :b_id',
+                         {},
+                         {'b_at': 'datetime'},
+                         (),
+                         ()),
  'SQLITE_TABLES': ('SELECT sqlite_master.name \n'
                    'FROM sqlite_master \n'
                    "WHERE sqlite_master.type = :type_1 AND sqlite_master.name NOT LIKE :name_1 ESCAPE '~' ORDER BY sqlite_master.name",
@@ -924,4 +979,9 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     {},
                     {},
                     ('job_id', 'path', 'state', 'created_at', 'updated_at'),
-                    (None, None, None, 'datetime', 'datetime'))}
+                    (None, None, None, 'datetime', 'datetime')),
+ 'WORKSPACE_ID': ('SELECT workspaces.id \nFROM workspaces \nWHERE workspaces.job_id = :b_job_id AND workspaces.path = :b_path',
+                  {},
+                  {},
+                  ('id',),
+                  (None,))}

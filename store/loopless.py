@@ -18,7 +18,9 @@ from contextvars import ContextVar
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 # True while `drive` runs a coroutine by hand on this thread: no loop is running. A context
 # variable, not a global: another thread of the same process may be running a loop meanwhile.
@@ -36,6 +38,16 @@ async def loop_needed() -> None:
     """Before anything that waits on the event loop: under `drive`, the coroutine moves onto one here."""
     if _by_hand.get():
         await _Handoff()
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """`await asyncio.to_thread(fn, *args)` on a loop (slow file system work keeps it free); run by hand,
+    with no loop to keep free, `fn(*args)` at once."""
+    if _by_hand.get():
+        return fn(*args)
+    import asyncio  # late: as in drive
+
+    return await asyncio.to_thread(fn, *args)
 
 
 @types.coroutine

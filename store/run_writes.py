@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, case, insert, select, update
 
 from . import clock, liveness
-from .models import CANCELLED, FAULTED, QUEUED, RUNNING, checkpoints, jobs
+from .models import FAULTED, QUEUED, RUNNING, checkpoints, jobs
 
 if TYPE_CHECKING:
     from .connections import AsyncConn
@@ -36,26 +36,6 @@ async def insert_run(conn: AsyncConn, values: dict[str, Any], state: str) -> Non
     await conn.execute(
         insert(checkpoints).values(job_id=values["id"], step=0, node=None, state=state, epoch=values["epoch"], created_at=values["created_at"])
     )
-
-
-async def request_cancel(conn: AsyncConn, job_id: str, epoch: int, *, at: datetime, actor: str, keep: bool) -> int:
-    """A running run asked to cancel, once: its host ends it."""
-    res = await conn.execute(
-        update(jobs)
-        .where(jobs.c.id == job_id, jobs.c.status == RUNNING, jobs.c.epoch == epoch, jobs.c.cancel_requested_at.is_(None))
-        .values(cancel_requested_at=at, cancel_requested_by=actor, cancel_keep=keep, updated_at=at)
-    )
-    return res.rowcount
-
-
-async def cancel_unhosted(conn: AsyncConn, job_id: str, status: str, epoch: int, *, at: datetime, actor: str, keep: bool) -> int:
-    """A run no host holds (queued, stopped, deferred, lost) cancelled at once, if it is still `status` at `epoch`."""
-    res = await conn.execute(
-        update(jobs)
-        .where(jobs.c.id == job_id, jobs.c.status == status, jobs.c.epoch == epoch)
-        .values(status=CANCELLED, ended_at=at, updated_at=at, cancel_requested_at=at, cancel_requested_by=actor, cancel_keep=keep)
-    )
-    return res.rowcount
 
 
 # --- claims (runtime/claims.py) --------------------------------------------------------------

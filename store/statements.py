@@ -21,6 +21,7 @@ from sqlalchemy.sql.base import Executable
 from . import clock, liveness
 from .models import (
     ACTIVE_STATUSES,
+    CANCELLED,
     DEFERRED,
     NODE_BOUNDS,
     QUEUED,
@@ -36,6 +37,9 @@ from .models import (
     workspaces,
 )
 from .records import JobRecord
+from .statuses import WS_ACTIVE as ACTIVE
+from .statuses import WS_KEPT as KEPT
+from .statuses import WS_PENDING as PENDING
 
 
 class _UTCRead(TypeDecorator[datetime]):
@@ -222,6 +226,29 @@ _REQUEUED: dict[str, object] = dict(RESUME_CLEARS, status=QUEUED, updated_at=bin
 RESUME = update(jobs).where(*_THIS_RUN, jobs.c.status == bindparam("b_status")).values(**_REQUEUED)
 # A run waiting at a gate: approved, it passes the gate at `b_step` when a worker takes it.
 APPROVE = update(jobs).where(*_THIS_RUN, jobs.c.status == DEFERRED).values(**_REQUEUED, approved_step=bindparam("b_step"))
+
+# --- cancel (runtime/acts.py `cancel`) ---------------------------------------------------------
+
+_CANCEL_ASKED: dict[str, object] = dict(cancel_requested_at=bindparam("b_at"), cancel_requested_by=bindparam("b_actor"), cancel_keep=bindparam("b_keep"), updated_at=bindparam("b_at"))
+# A running run asked to cancel, once: its host ends it.
+REQUEST_CANCEL = update(jobs).where(*_THIS_RUN, jobs.c.status == RUNNING, jobs.c.cancel_requested_at.is_(None)).values(**_CANCEL_ASKED)
+# A run no host holds (queued, stopped, deferred, lost) cancelled at once, if it is still `b_status` at its epoch.
+CANCEL_UNHOSTED = update(jobs).where(*_THIS_RUN, jobs.c.status == bindparam("b_status")).values(**_CANCEL_ASKED, status=CANCELLED, ended_at=bindparam("b_at"))
+
+# --- workspaces (store/workspace_rows.py): a run's folders recorded, kept, due for destruction, destroyed --
+
+_W = workspaces.c
+WORKSPACE_ID = select(_W.id).where(_W.job_id == bindparam("b_job_id"), _W.path == bindparam("b_path"))
+ADD_WORKSPACE = insert(workspaces).values(
+    job_id=bindparam("b_job_id"), path=bindparam("b_path"), state=ACTIVE, created_at=bindparam("b_at"), updated_at=bindparam("b_at"), host=bindparam("b_host"),
+)
+REACTIVATE_WORKSPACE = update(workspaces).where(_W.id == bindparam("b_id")).values(state=ACTIVE, updated_at=bindparam("b_at"), host=bindparam("b_host"))
+OPEN_WORKSPACES = select(_W.id, _W.path).where(_W.job_id == bindparam("b_job_id"), _W.state.in_((ACTIVE, KEPT)))
+SET_WORKSPACE_STATE = update(workspaces).where(_W.id == bindparam("b_id")).values(state=bindparam("b_state"), updated_at=bindparam("b_at"))
+DESTROYS_DUE = select(_W.id, _W.path, _W.host).where(_W.job_id == bindparam("b_job_id"), _W.state == PENDING)
+RUNS_WITH_DESTROYS_DUE = select(_W.job_id).where(_W.state == PENDING, _W.host == bindparam("b_host")).distinct()
+# Only while it is still due: a destruction carried out (`destroyed`) or given up (`kept`).
+END_DESTROY = update(workspaces).where(_W.id == bindparam("b_id"), _W.state == PENDING).values(state=bindparam("b_state"), updated_at=bindparam("b_at"))
 
 
 def named() -> dict[str, Executable]:

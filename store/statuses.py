@@ -25,6 +25,10 @@ RESUMABLE_STATUSES = frozenset({STOPPED, DEFERRED, LOST})
 ACTIVE_STATUSES = frozenset({QUEUED, RUNNING, STOPPED, DEFERRED, LOST})
 
 
+# A run's workspace (`workspaces.state`): active, or kept, with its run's end; or due for
+# destruction then (`destroy pending`), until the host that owns the folder deletes it.
+WS_ACTIVE, WS_KEPT, WS_PENDING, WS_DESTROYED = "active", "kept", "destroy pending", "destroyed"
+
 # A notification's delivery to one receiver (`notification_deliveries.state`): pending until
 # delivered, or dead after its last attempt (an operator may retry it).
 DELIVERY_STATES = ("pending", "delivered", "dead")

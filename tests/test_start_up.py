@@ -66,7 +66,7 @@ def test_one_shot_verbs_load_no_alembic_textual_or_executor(store_url: str, work
         proc, modules = loaded(*verb[:1], "--store", store_url, *verb[1:], cwd=workspace)
         assert proc.returncode == 0, (verb, proc.stdout, proc.stderr[-2000:])
         assert _hits(modules, forbidden) == [], verb
-        if verb[0] in ("status", "stop", "resume"):
+        if verb[0] in ("status", "stop", "resume", "cancel"):
             # Neither reads a flow (tomllib) nor takes a median (statistics, with fractions and decimal).
             assert _hits(modules, ("swarmkit.runtime.flow", "tomllib", "statistics")) == [], verb
             if store_url.startswith("sqlite"):
