@@ -24,7 +24,8 @@ from swarmkit.store import STORE_FAULTS
 from swarmkit.store.clock import store_now
 from swarmkit.store.pages import audit_page
 from swarmkit.store.queries import events_after, workspaces_for
-from swarmkit.store.records import EventRecord, audit_view, event_view, merged_view
+from swarmkit.store.records import merged_view
+from swarmkit.store.trail_records import EventRecord, audit_view, event_view
 
 from .dependencies import BadRequest, Ctx, ctx_of, look_for_lost, reader
 from .jobs import RUN_REF, RunId

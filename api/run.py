@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 
-from swarmkit.runtime.echo import Echo
+from swarmkit.runtime.echo_thread import Echo
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.log_lines import LogLines

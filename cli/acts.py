@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from swarmkit.runtime.act_table import ACTS as TABLE
 from swarmkit.runtime.acts import no_worker_warning, perform
 from swarmkit.runtime.exit_code import ExitCode
@@ -13,6 +11,7 @@ from swarmkit.runtime.text import plain_lines
 
 from .store_access import err, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from swarmkit.store import Store
 

@@ -35,8 +35,11 @@ HELP = {
 }
 
 
-def add_parsers(sub) -> None:
+def add_parsers(sub, only: str | None = None) -> None:
+    """The four acts' parsers; with `only`, that act's alone (what `swarmkit stop ...` needs to parse)."""
     for name, (summary, description, examples) in HELP.items():
+        if only is not None and name != only:
+            continue
         p = verb(sub, name, summary, description, examples)
         add_store(p)
         add_run_id(p)

@@ -12,13 +12,14 @@ from swarmkit.runtime.report import format_table
 from swarmkit.runtime.text import plain
 from swarmkit.store.clock import store_now
 from swarmkit.store.pages import audit_page
-from swarmkit.store.records import audit_view, rfc3339
+from swarmkit.store.records import rfc3339
+from swarmkit.store.trail_records import audit_view
 
 from .store_access import run_and_workspace, with_store
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
-    from swarmkit.store.records import AuditRecord
+    from swarmkit.store.trail_records import AuditRecord
 
 HEADERS = ("AT", "RUN", "ACTOR", "ACTION", "BOUNDARY", "DETAIL")
 AUDIT_SCHEMA = 1

@@ -61,8 +61,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     one = _module_of(only) if only else None
     for module in VERB_MODULES:
-        if one is None or module is one:
+        if one is None:
             module.add_parsers(sub)
+        elif module is one:
+            if module is acts_parser:
+                module.add_parsers(sub, only)  # the one module of several verbs: the asked one's parser alone
+            else:
+                module.add_parsers(sub)
     return parser
 
 

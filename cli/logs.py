@@ -17,13 +17,14 @@ from swarmkit.runtime.text import plain
 from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient
 from swarmkit.store.clock import store_now
 from swarmkit.store.queries import events_before
-from swarmkit.store.records import event_view, rfc3339
+from swarmkit.store.records import rfc3339
+from swarmkit.store.trail_records import event_view
 
 from .store_access import err, riding_out, with_store
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
-    from swarmkit.store.records import EventRecord
+    from swarmkit.store.trail_records import EventRecord
 
 
 class EventLines:

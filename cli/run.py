@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarmkit.runtime import control
-from swarmkit.runtime.echo import Echo, say
+from swarmkit.runtime.echo import say
+from swarmkit.runtime.echo_thread import Echo
 from swarmkit.runtime.errors import FlowError, UsageError
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.flow import load_flow, parse_inputs

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
 
 from swarmkit.runtime import control
 from swarmkit.runtime.errors import UsageError
@@ -18,6 +17,7 @@ from swarmkit.store.records import merged_view, rfc3339, run_list
 
 from .store_access import err, run_and_workspace, with_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from datetime import datetime
 

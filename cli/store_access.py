@@ -11,7 +11,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
 
 from swarmkit.runtime.backoff import Backoff
 from swarmkit.runtime.echo import say
@@ -26,10 +25,13 @@ from swarmkit.store.store_errors import is_store_fault
 from .common import PROG
 from .workspace_sweep import swept_lines
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from swarmkit.store import Store
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
 # Only verbs that host runs make a store; on a local SQLite file they may upgrade it too.
 # A shared store is upgraded by `swarmkit db upgrade` alone.

@@ -7,10 +7,10 @@ and a verb loads its own command module alone (another's work, the executor or t
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from swarmkit.runtime.echo import say
 from swarmkit.runtime.errors import AmbiguousRun, FlowError, RunNotFound, SwarmkitError, UsageError
@@ -23,6 +23,7 @@ from .acts_parser import HELP as ACT_HELP
 from .common import PROG
 from .store_access import LITE_VERBS, err
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
     from typing import Any
@@ -49,6 +50,13 @@ def run_verb(args) -> int:
     return _run(command, args)
 
 
+def _on_loop() -> None:
+    """What a verb that may run for long (on the event loop) needs: its log lines said, and the cyclic
+    garbage collector on again (swarmkit.cli.main holds it off through start-up)."""
+    gc.enable()
+    _log_to_stderr()
+
+
 def _log_to_stderr() -> None:
     from swarmkit.store.masked_log import log_to_stderr  # late: logging is a tenth of a one-shot verb's start, and a lite store logs nothing
 
@@ -67,8 +75,8 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
             asked = "SWARMKIT_LOG" in os.environ
             if asked:
                 _log_to_stderr()
-            return int(drive(command(args), on_loop=None if asked else _log_to_stderr))
-        _log_to_stderr()
+            return int(drive(command(args), on_loop=gc.enable if asked else _on_loop))
+        _on_loop()
         import asyncio  # late: a one-shot verb on a lite store runs without it
 
         return int(asyncio.run(command(args)))

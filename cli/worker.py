@@ -7,7 +7,7 @@ import os
 import signal
 from typing import TYPE_CHECKING
 
-from swarmkit.runtime.echo import Echo
+from swarmkit.runtime.echo_thread import Echo
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.log_lines import LogLines
 from swarmkit.runtime.notify_config import notify_config

@@ -4,12 +4,11 @@ on a SQLite file runs it on the lite store)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from swarmkit.runtime.text import plain
 from swarmkit.runtime.workspaces import sweep
 from swarmkit.store.store_errors import is_store_fault
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from swarmkit.store import Store
 

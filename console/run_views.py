@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
 from swarmkit.runtime.steps import step_words
 from swarmkit.store import StoreLocation
-from swarmkit.store.records import UNLOADABLE, AuditRecord, CheckpointRecord, EventRecord, JobRecord, WorkspaceRecord
+from swarmkit.store.records import UNLOADABLE, JobRecord, WorkspaceRecord
+from swarmkit.store.trail_records import AuditRecord, CheckpointRecord, EventRecord
 from swarmkit.widgets.run_detail import DetailSection, RunDetailData
 from swarmkit.widgets.run_row import RunRow
 from swarmkit.widgets.safe_text import safe

@@ -18,9 +18,9 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
 
 from swarmkit.store.clock import boot_clock, store_now
+from swarmkit.store.ids import new_id
 from swarmkit.store.named import S
 from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
 from swarmkit.store.records import JobRecord
@@ -36,7 +36,10 @@ from .settings import Settings, default_actor, host_name
 from .steps import step_words
 from .workspaces import carry_out, decide
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
+    from typing import Any
+
     from swarmkit.store import Store
     from swarmkit.store.connections import AsyncConn
 
@@ -112,8 +115,6 @@ async def submit(
 ) -> JobRecord:
     """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1,
     under its lease (`lease_s`; SWARMKIT_LEASE if not given)."""
-    import uuid  # late: only a submit makes an id; uuid loads platform, which `swarmkit stop` needs none of
-
     from swarmkit.store.run_writes import insert_run  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
 
     actor = actor or default_actor()
@@ -122,7 +123,7 @@ async def submit(
 
     modules = encode_modules(collect_modules(flow))
     now = store_now()
-    job_id = uuid.uuid4().hex
+    job_id = new_id()
     values: dict[str, Any] = dict(
         id=job_id,
         flow=flow.name,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.reads import get_job
@@ -22,7 +21,10 @@ from .leases import claim_lease, mark_lost
 from .settings import default_actor, host_name
 from .steps import step_words
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
+    from typing import Any
+
     from swarmkit.store import Store
 
 # How many runs a worker cannot load it looks past, at most, to find one it can.

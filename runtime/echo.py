@@ -1,71 +1,20 @@
-"""Best-effort output for processes that host runs: a closed pipe or a stuck terminal never changes a run's fate.
+"""Best-effort output: a closed pipe or a stuck terminal never changes a run's fate.
 
 `swarmkit run flow.toml | head -1` closes the pipe after one line; a terminal
 paused with Ctrl-S stops reading. Either would otherwise raise in, or block,
-the code that hosts the run. Lines go through a bounded queue to a daemon
-thread that writes them; when the queue is full lines are counted and
-dropped, and when the pipe is closed echoing stops quietly.
+the code that hosts the run. `say` writes one message and goes on when the
+pipe is closed; a process that hosts runs echoes their lines through `Echo`
+(echo_thread.py), a bounded queue and a thread of its own.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import sys
-import threading
-from typing import TextIO
 
-QUEUE_LINES = 10_000
-
-
-class Echo:
-    def __init__(self, stream: TextIO | None = None):
-        self.stream = stream or sys.stdout
-        self.closed = False
-        self.dropped = 0
-        self._q: queue.Queue[str | None] = queue.Queue(QUEUE_LINES)
-        self._thread = threading.Thread(target=self._write, name="swarmkit-echo", daemon=True)
-        self._thread.start()
-
-    def __call__(self, line: str) -> None:
-        if self.closed:
-            return
-        try:
-            self._q.put_nowait(line)
-        except queue.Full:
-            self.dropped += 1
-
-    def _write(self) -> None:
-        while True:
-            line = self._q.get()
-            if line is None:
-                return
-            try:
-                self.stream.write(line + "\n")
-                if self._q.empty():
-                    self.stream.flush()
-            except (OSError, ValueError):
-                self._closed_pipe()
-                return
-
-    def _closed_pipe(self) -> None:
-        self.closed = True
-        # Later writes (and the interpreter's flush at exit) must not raise either.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
-
-    def flush(self, timeout: float = 2.0) -> None:
-        """Let what is queued reach the stream, for at most `timeout` seconds (a stuck terminal may never take it)."""
-        if not self.closed:
-            try:
-                self._q.put(None, timeout=timeout)
-            except queue.Full:
-                return  # a terminal that takes nothing: leave what is queued
-        self._thread.join(timeout)
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
+if TYPE_CHECKING:
+    from typing import TextIO
 
 
 def say(text: str, stream: TextIO | None = None) -> None:

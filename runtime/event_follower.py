@@ -19,7 +19,8 @@ from swarmkit.store.statuses import QUEUED, RUNNING
 
 if TYPE_CHECKING:
     from swarmkit.store import Store
-    from swarmkit.store.records import EventRecord, JobRecord
+    from swarmkit.store.records import JobRecord
+    from swarmkit.store.trail_records import EventRecord
 
 BATCH = 2000
 FAST = 0.05

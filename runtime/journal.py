@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from swarmkit.store.clock import store_now
 from swarmkit.store.masking import masked
 from swarmkit.store.named import S
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
+    from typing import Any
+
     from swarmkit.store.connections import AsyncConn
 
 

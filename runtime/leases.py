@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from swarmkit.store import clock
 from swarmkit.store.clock import store_now
@@ -23,7 +22,10 @@ from .notify import record_notification
 from .settings import MAX_LEASE_S, Settings, host_name
 from .workspaces import carry_out, decide
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
+    from typing import Any
+
     from swarmkit.store import Store
 
 

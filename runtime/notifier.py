@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 from swarmkit.store import STORE_FAULTS, describe_db_error
 from swarmkit.store import notification_rows as rows
 from swarmkit.store.clock import store_now
+from swarmkit.store.ids import new_id
 
 from .notify_config import NotifyConfig
 from .notify_post import Refused, cleaned, post, signature
@@ -148,7 +148,7 @@ class Notifier:
             return await rows.due_deliveries(conn, receiver, now, limit, skip=list(self._flights))
 
     async def _claim(self, row_id: int, next_at: datetime, now: datetime) -> str | None:
-        claim = uuid.uuid4().hex
+        claim = new_id()
         async with self.store.write() as conn:
             count = await rows.claim_delivery(conn, row_id, next_at, claim, until=now + timedelta(seconds=self.claim_s), now=now)
         return claim if count == 1 else None

@@ -26,14 +26,14 @@ retry deliveries.py's.
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from swarmkit.store.clock import store_now
+from swarmkit.store.ids import new_id
 from swarmkit.store.named import S
 from swarmkit.store.statuses import DELIVERY_STATES
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from swarmkit.store.connections import AsyncConn
 
@@ -47,7 +47,7 @@ async def record_notification(
 ) -> None:
     """In the transaction of the transition: the notification that tells of it."""
     at = at or store_now()
-    event_id = uuid.uuid4().hex
+    event_id = new_id()
     body = dict(event_id=event_id, kind=kind, run_id=job_id, flow=flow, node=node, step=step, at=at.isoformat(), text=text)
     await conn.execute(S.INSERT_NOTIFICATION, {"b_event_id": event_id, "b_job_id": job_id, "b_kind": kind, "b_body": json.dumps(body, sort_keys=True), "b_at": at})
 

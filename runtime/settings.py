@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import NoReturn
 
 from .exit_code import ExitCode
 from .quantities import YEAR_S, BadValue, number
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 # The longest lease a host may hold: a year. A host writes its lease on the rows it claims, and
 # every judge adds it to a heartbeat in SQL: a lease of inf, nan or 1e13 s (past PostgreSQL's

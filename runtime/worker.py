@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import uuid
 from collections.abc import Callable
 
 from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, clock, describe_db_error
+from swarmkit.store.ids import new_id
 from swarmkit.store.worker_rows import add_worker, update_worker
 
 from .claims import claim_queued
@@ -37,7 +37,7 @@ class Worker:
         self.concurrency = concurrency
         self.settings = settings or Settings.from_env()
         self.say = say
-        self.id = uuid.uuid4().hex
+        self.id = new_id()
         self.hosted: dict[str, asyncio.Task] = {}
         self.hosts: dict[str, RunHost] = {}
         self.name = f"worker {self.id[:8]}@{host_name()}"

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from swarmkit.store import workspace_rows as rows
 from swarmkit.store.clock import store_now
@@ -16,6 +14,7 @@ from swarmkit.store.statuses import WS_PENDING as PENDING
 
 from .settings import host_name
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from swarmkit.store import Store
     from swarmkit.store.connections import AsyncConn
@@ -132,6 +131,8 @@ def _remove(runs_dir: Path, job_id: str) -> None:
         fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return  # not a folder now: nothing is removed, and the caller says it is still there
+    import shutil  # late: it loads bz2 and lzma; only a deletion needs rmtree
+
     try:
         shutil.rmtree(job_id, ignore_errors=True, dir_fd=fd)
     finally:

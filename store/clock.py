@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
+if TYPE_CHECKING:
+    from typing import Any
 
 # How long an anchor is trusted before it is measured again: the boot clock
 # and the server's drift apart by parts per million, a few milliseconds a day.

@@ -15,12 +15,12 @@ import os
 import sqlite3
 import struct
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .named import S
 from .store_errors import StoreError
 from .store_location import StoreLocation
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     from . import Store
 

@@ -12,7 +12,8 @@ from sqlalchemy import Connection, and_, or_, select
 from . import clock
 from .models import RUNNING, audit, jobs
 from .queries import _JOB_COLS, _job, _read_col
-from .records import AuditRecord, JobRecord, audit_detail
+from .records import JobRecord
+from .trail_records import AuditRecord, audit_detail
 
 
 class UnknownCursor(ValueError):

@@ -40,15 +40,9 @@ from .reads import (  # noqa: F401
     updated_between,
     workspaces_for,
 )
-from .records import (
-    AuditRecord,
-    CheckpointRecord,
-    EventRecord,
-    WorkerRecord,
-    audit_detail,
-)
 from .shown_filter import list_jobs_stmts, shown_status  # noqa: F401
 from .statements import _ACTIVE, _JOB_COLS, _read_col, _UTCRead  # noqa: F401
+from .trail_records import AuditRecord, CheckpointRecord, EventRecord, WorkerRecord, audit_detail
 
 _new = object.__new__
 

@@ -6,10 +6,13 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from .clock import store_now
 from .statuses import RUNNING
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
+if TYPE_CHECKING:
+    from typing import Any
 
 # A running run with no sign of work for this long is shown as stalled.
 STALL_AFTER = timedelta(seconds=120)
@@ -131,27 +134,6 @@ UNLOADABLE = "run.unloadable"
 
 
 @dataclass(frozen=True)
-class EventRecord:
-    id: int
-    job_id: str
-    at: datetime
-    kind: str
-    node: str | None
-    step: int | None
-    text: str
-
-
-@dataclass(frozen=True)
-class AuditRecord:
-    id: int
-    at: datetime
-    actor: str
-    action: str
-    job_id: str | None
-    detail: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class WorkspaceRecord:
     job_id: str
     path: str
@@ -159,32 +141,6 @@ class WorkspaceRecord:
     created_at: datetime
     updated_at: datetime
     host: str | None = None
-
-
-@dataclass(frozen=True)
-class CheckpointRecord:
-    job_id: str
-    step: int
-    node: str | None
-    state: str
-    epoch: int
-    created_at: datetime
-    # The node's own partial state, where a stop landed inside it (None: it starts afresh).
-    partial: str | None = None
-
-
-@dataclass(frozen=True)
-class WorkerRecord:
-    id: str
-    host: str
-    pid: int
-    concurrency: int
-    started_at: datetime
-    heartbeat_at: datetime
-    stopped_at: datetime | None
-    heartbeat_mono: float | None = None
-    clock_offset_s: float | None = None
-    lease_s: float | None = None
 
 
 def merged_view(job: JobRecord, workspaces: list[WorkspaceRecord], now: datetime | None = None) -> dict[str, Any]:
@@ -199,17 +155,3 @@ def merged_view(job: JobRecord, workspaces: list[WorkspaceRecord], now: datetime
 def run_list(views: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     """A list of runs, the one shape every JSON output gives one in: `{"schema": 1, "runs": [...]}`."""
     return {"schema": RUN_LIST_SCHEMA, "runs": views, **extra}
-
-
-def event_view(ev: EventRecord) -> dict[str, Any]:
-    """An event as JSON (`swarmkit logs -o json`, the HTTP API)."""
-    return {"id": ev.id, "job_id": ev.job_id, "at": rfc3339(ev.at), "kind": ev.kind, "node": ev.node, "step": ev.step, "text": ev.text}
-
-
-def audit_view(a: AuditRecord) -> dict[str, Any]:
-    """An audit entry as JSON (`swarmkit audit -o json`, the HTTP API)."""
-    return {"id": a.id, "at": rfc3339(a.at), "actor": a.actor, "action": a.action, "job_id": a.job_id, "detail": a.detail}
-
-
-def audit_detail(raw: str | None) -> dict[str, Any]:
-    return json_object(raw or "{}") or {}

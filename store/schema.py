@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 from .named import S
 from .revisions import MIGRATIONS, head_revision, known_revisions
@@ -26,6 +25,7 @@ from .store_errors import NoStoreError, SchemaTooNewError, SchemaTooOldError, St
 from .store_location import StoreLocation
 from .transactions import write_tx
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     # SQLAlchemy is imported where PostgreSQL is asked or a store migrated: a lite SQLite
     # store (store/lite.py) reads its schema through named statements without it.

@@ -9,12 +9,12 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from .masking import masked
 from .store_errors import StoreUrlError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     # SQLAlchemy is imported where a URL is parsed: a one-shot verb on SQLite runs
     # through the standard library's sqlite3 without it (store/lite.py).

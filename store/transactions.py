@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from .masking import masked
 from .store_errors import StoreUnavailable
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
     # SQLAlchemy's asyncio layer imports the ORM: loaded only where an async engine is made.
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine

@@ -238,3 +238,16 @@ async def test_a_heartbeats_clock_read_takes_the_hot_lane(pg_url, workspace: Pat
             assert not clock.anchor_due()
     finally:
         await store.close()
+
+
+def test_a_fresh_id_is_a_random_uuid4s_hex():
+    """Row ids are made without importing uuid (store/ids.py); they must stay what uuid4().hex gave."""
+    import uuid
+
+    from swarmkit.store.ids import new_id
+
+    ids = {new_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    for made in list(ids)[:50]:
+        parsed = uuid.UUID(hex=made)
+        assert parsed.hex == made and parsed.version == 4 and parsed.variant == uuid.RFC_4122
