@@ -57,7 +57,7 @@ VERB_TARGET = 3.0  # x python -c pass: status, stop, resume, cancel (issue 31)
 ACTS = ("stop", "resume", "cancel")  # each on the run the round's stop took: none in the warm-up round
 ACT_TARGET = 0.35  # x the baseline
 
-RUN = "import sys; from swarmkit.cli import main; sys.exit(main())"
+RUN = "import sys; import swarmkit.cli as c; c.run() if hasattr(c, 'run') else sys.exit(c.main())"  # the entry point: `run` where a revision has it
 
 SQLITE_STATUS = """
 import sqlite3, sys

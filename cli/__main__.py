@@ -1,7 +1,5 @@
 """`python -m swarmkit.cli`: the same `swarmkit` the entry point runs."""
 
-import sys
+from swarmkit.cli import run
 
-from swarmkit.cli import main
-
-sys.exit(main())
+run()
