@@ -19,7 +19,8 @@ __all__ = ["build_parser", "main", "run"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The `swarmkit` entry point (pyproject's `[project.scripts]`)."""
+    """`swarmkit ARGV` as a function: its exit code (what the command's entry point `run` calls, and what
+    the tests call in process)."""
     # Start-up makes tens of thousands of objects that live as long as the process (modules,
     # classes, the parser): the cyclic collector walking them again and again while they load is
     # a share of a one-shot verb's time. It is off until a verb that may run long turns it back on
