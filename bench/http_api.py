@@ -57,7 +57,10 @@ async def stops(store: Store, ws: str, url: str, base: str, runs: int) -> dict[s
     sys.path.insert(0, ws)
     flow = parse_flow('name = "http-stop"\n' + "".join(f'[[agents]]\nname = "a{i}"\ncall = "httpbenchagents:work"\n' for i in range(3000)))
     env = dict(os.environ, PYTHONPATH=str(ROOT), SWARMKIT_ACTOR="bench")
-    out: dict[str, list[float]] = {"http": [], "cli": []}
+    # Per door, from the moment the stop is sent (the request, or the process started): to the host
+    # raising RunStoppedError, and to the run parked (its status written, the host done); and the
+    # `swarmkit stop` process's own start to exit, what the CLI alone costs the operator.
+    out: dict[str, list[float]] = {"http": [], "cli": [], "http parked": [], "cli parked": [], "cli process": []}
     missed = 0
     async with httpx.AsyncClient(base_url=base, timeout=30, headers={"Content-Type": "application/json"}) as client:
         await client.get("/health")  # the connection is open before the first timed stop, as a client's would be
@@ -76,14 +79,19 @@ async def stops(store: Store, ws: str, url: str, base: str, runs: int) -> dict[s
                     p = await asyncio.create_subprocess_exec(sys.executable, "-m", "swarmkit.cli", "stop", "--store", url, job_id, ws,
                                                              env=env, stdout=subprocess.DEVNULL)
                     await p.wait()
+                    sent["exited"] = time.time()
 
             stopper = asyncio.create_task(stop())
             status = await host.run()
+            parked = time.time()
             await stopper
             if status != "stopped" or host.raised_at is None:
                 missed += 1
                 continue
             out[door].append((host.raised_at.timestamp() - sent["at"]) * 1000)
+            out[f"{door} parked"].append((parked - sent["at"]) * 1000)
+            if door == "cli":
+                out["cli process"].append((sent["exited"] - sent["at"]) * 1000)
     out["missed"] = [float(missed)]
     return out
 
@@ -117,6 +125,9 @@ async def bench(url: str, ws: str, runs: int, requests: int, clients: int) -> No
         print(f"{kind}: {runs} stops by each door, agents of 1 ms, missed={int(got['missed'][0])}")
         print(line("HTTP POST /jobs/{id}/stop -> RunStoppedError", got["http"]))
         print(line("swarmkit stop (a process) -> RunStoppedError", got["cli"]))
+        print(line("HTTP POST /jobs/{id}/stop -> run parked", got["http parked"]))
+        print(line("swarmkit stop (a process) -> run parked", got["cli parked"]))
+        print(line("  the swarmkit stop process, start to exit", got["cli process"]))
         job = await control.submit(store, parse_flow('name = "read"\n[[agents]]\nname = "a"\ncommand = "true"\n'), {})
         rate, lat = await reads(base, job.id, requests, clients)
         print(f"  GET /jobs/{{id}} with {clients} clients: {rate:8.0f} req/s  p50={sorted(lat)[len(lat) // 2]:.2f} ms  p99={pct(lat, 99):.2f} ms  (n={len(lat)})", flush=True)

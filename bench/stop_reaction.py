@@ -6,6 +6,10 @@ A pipeline of `--agent-ms` agents is hosted here; a second process stops it
 at a random moment. The delay is stop_requested_at (written by the stopper)
 to the moment the host raises RunStoppedError. Prints p50, p99, max and
 how many stops were missed (the goal is zero).
+
+What an operator waits for, from a real `swarmkit stop` process started (or an HTTP stop sent) to
+the run parked, beside that process's own start to exit: bench/http_api.py, which stops runs by
+both doors.
 """
 
 from __future__ import annotations
