@@ -16,14 +16,14 @@ from swarmkit.runtime.backoff import Backoff
 from swarmkit.runtime.echo import say
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.settings import application_name
-from swarmkit.runtime.text import plain_lines
+from swarmkit.runtime.text import plain, plain_lines
+from swarmkit.runtime.workspaces import sweep
 from swarmkit.store.lite import LiteStore, lite_location
 from swarmkit.store.loopless import loop_needed
 from swarmkit.store.masking import masked
 from swarmkit.store.store_errors import is_store_fault
 
 from .common import PROG
-from .workspace_sweep import swept_lines
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
@@ -136,6 +136,21 @@ async def _open(args) -> Store:
         loc=loc, create=hosting, upgrade=hosting and loc.is_sqlite, inline=not hosting,
         application_name=application_name(role), connections=2 if hosting else 1,
     )
+
+
+async def swept_lines(store: Store) -> list[str]:
+    """The workspace sweep every verb that hosts runs (or cancels one) does first: this host's workspaces
+    whose destroy another machine recorded, a line each for stderr. A store fault is logged, not
+    raised: the verb goes on."""
+    try:
+        return [plain(line) for line in await sweep(store)]
+    except Exception as exc:
+        if not is_store_fault(exc):
+            raise
+        import logging  # late: logging loads only where something is logged (cli/verb_runner.py)
+
+        logging.getLogger("swarmkit.cli").info("workspace sweep failed: %s", exc)
+        return []
 
 
 async def with_store(args, fn: Callable[[Store], Awaitable[int]]) -> int:

@@ -72,10 +72,9 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
         if args.verb in LITE_VERBS:
             # With no event loop until it needs one (store/loopless.py), and nothing that logs: on a
             # lite store it needs neither; on the full store (PostgreSQL, a watch) it has both from there.
-            asked = "SWARMKIT_LOG" in os.environ
-            if asked:
-                _log_to_stderr()
-            return int(drive(command(args), on_loop=gc.enable if asked else _on_loop))
+            if "SWARMKIT_LOG" in os.environ:
+                _log_to_stderr()  # asked for: from the start (the handoff's second call sets nothing again)
+            return int(drive(command(args), on_loop=_on_loop))
         _on_loop()
         import asyncio  # late: a one-shot verb on a lite store runs without it
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.reads import get_job
 from swarmkit.store.records import UNLOADABLE, JobRecord
-from swarmkit.store.statuses import DEFERRED, QUEUED, RESUMABLE_STATUSES, RUNNING
+from swarmkit.store.statuses import QUEUED, RESUMABLE_STATUSES, RUNNING
 
 from .acts import DONE, REFUSED, RETRIES, ActResult, audit_resume, refuse_resume, reload_run, resolve_run
 from .journal import record_event
@@ -34,7 +34,7 @@ _UNLOADABLE_WINDOW = 1000
 async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, lease_s: float | None = None) -> tuple[ActResult, JobRecord | None]:
     """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here, under `lease_s`."""
     from swarmkit.store.run_writes import claim  # late: `swarmkit stop` on SQLite loads no SQLAlchemy (control imports this module)
-    from swarmkit.store.statements import RESUME_CLEARS  # late: as above
+    from swarmkit.store.statements import resumed_values  # late: as above
 
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
@@ -55,9 +55,7 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, 
         if job.status not in RESUMABLE_STATUSES and job.status != QUEUED:
             return refuse_resume(job), None
         now = store_now()
-        values: dict[str, Any] = dict(RESUME_CLEARS, updated_at=now)
-        if job.status == DEFERRED:
-            values["approved_step"] = job.step  # resumed from its gate: approved
+        values: dict[str, Any] = resumed_values(job.status, job.step, now)
         values.update(
             status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), last_event_at=now,
             lease_s=lease_s,

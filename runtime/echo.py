@@ -24,9 +24,15 @@ def say(text: str, stream: TextIO | None = None) -> None:
         out.write(text + "\n")
         out.flush()
     except (OSError, ValueError):
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, out.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
+        silence(out)
+
+
+def silence(stream: TextIO) -> None:
+    """A stream whose reader went away, pointed at /dev/null: later writes (and the interpreter's
+    flush at exit) must not raise either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

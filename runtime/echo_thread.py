@@ -8,10 +8,11 @@ load only in a process that hosts, not in a one-shot verb that `say`s a line.
 
 from __future__ import annotations
 
-import os
 import queue
 import sys
 import threading
+
+from .echo import silence
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -52,13 +53,7 @@ class Echo:
 
     def _closed_pipe(self) -> None:
         self.closed = True
-        # Later writes (and the interpreter's flush at exit) must not raise either.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self.stream.fileno())
-            os.close(devnull)
-        except (OSError, ValueError):
-            pass
+        silence(self.stream)
 
     def flush(self, timeout: float = 2.0) -> None:
         """Let what is queued reach the stream, for at most `timeout` seconds (a stuck terminal may never take it)."""

@@ -1,6 +1,6 @@
 """A verb's coroutine run with no event loop until it needs one.
 
-A one-shot verb on a SQLite file (`swarmkit status`, `stop`, `resume`, `approve`)
+A one-shot verb on a SQLite file (`swarmkit status`, `stop`, `resume`, `approve`, `cancel`)
 runs on a lite store (lite.py): every await in it finishes at once, on this thread,
 and nothing in it waits on the event loop. Importing asyncio (with ssl, socket,
 concurrent.futures and inspect) and making a loop cost such a verb about a quarter

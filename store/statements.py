@@ -216,12 +216,22 @@ STOP_RUNNING_NOW = (
 
 # --- resume and approve (runtime/acts.py `resume`): back in the queue, every request and ending cleared --
 
-# What a resume clears, whoever resumes: a worker's queue here, `run --resume` in runtime/claims.py.
+# What a resume clears, whoever resumes: a worker's queue here, `run --resume` (resumed_values).
 RESUME_CLEARS: dict[str, object] = dict(
     stop_requested_at=None, stop_requested_by=None, stop_now=False, stop_overdue_at=None,
     stall_at=None, pending_gate=None, ended_at=None, error=None,
 )
 _REQUEUED: dict[str, object] = dict(RESUME_CLEARS, status=QUEUED, updated_at=bindparam("b_at"))
+
+
+def resumed_values(status: str, step: int, at: datetime) -> dict[str, object]:
+    """What a resume of a run in `status` writes beside its claim (`run --resume`, runtime/claims.py): the
+    clears, and a deferred run's gate approved at its step, as RESUME and APPROVE write them."""
+    values: dict[str, object] = dict(RESUME_CLEARS, updated_at=at)
+    if status == DEFERRED:
+        values["approved_step"] = step
+    return values
+
 # A stopped or lost run, if it is still `b_status` at its epoch.
 RESUME = update(jobs).where(*_THIS_RUN, jobs.c.status == bindparam("b_status")).values(**_REQUEUED)
 # A run waiting at a gate: approved, it passes the gate at `b_step` when a worker takes it.
