@@ -42,7 +42,7 @@ from .events import router as events_router
 from .http_trust import allowed_hosts as default_hosts
 from .http_trust import origin_allowed
 from .jobs import router as jobs_router
-from .metrics import read_gauges
+from .metrics import Metrics, read_gauges
 from .notifications import router as notifications_router
 from .schemas import Health, Problem
 
@@ -178,14 +178,29 @@ def _install_handlers(app: FastAPI, ctx: Ctx) -> None:
         return say(500, f"internal error ({type(exc).__name__}); the server's log has the details")
 
 
-def _install_metrics(app: FastAPI, ctx: Ctx) -> None:
-    @app.middleware("http")
-    async def count(request: Request, call_next):
+class CountServed:
+    """Counts each answer by route template, method and code, timed to its headers (a stream counts until them).
+
+    Plain ASGI: Starlette's `@app.middleware("http")` runs each request in a task group of its own and
+    streams the answer through a queue, which cost more than most routes' own work (bench/http_throughput.py)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics):
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         t0 = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        ctx.metrics.served(getattr(route, "path", "unmatched"), request.method, response.status_code, time.perf_counter() - t0)
-        return response
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                route = scope.get("route")  # the router writes the matched route into this same scope
+                self.metrics.served(getattr(route, "path", "unmatched"), scope["method"], message["status"], time.perf_counter() - t0)
+            await send(message)
+
+        await self.app(scope, receive, counted)
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}
@@ -226,7 +241,7 @@ def create_app(
     app.state.ctx = ctx
     app.add_middleware(BodyLimit, limit=max_body)
     _install_handlers(app, ctx)
-    _install_metrics(app, ctx)
+    app.add_middleware(CountServed, metrics=ctx.metrics)
     # Added last, so run first (Starlette puts each new middleware outside the ones before it).
     app.add_middleware(CrossSiteGuard, cors_origins=tuple(cors_origins))
     if cors_origins:

@@ -50,11 +50,12 @@ def ctx_of(request: Request) -> Ctx:
     return request.app.state.ctx
 
 
-def reader(request: Request) -> str:
+# async, though neither awaits: FastAPI runs a plain `def` dependency on a worker thread, a hop per request.
+async def reader(request: Request) -> str:
     return ctx_of(request).auth.check(request.headers.get("authorization"), READ)
 
 
-def operator(request: Request) -> str:
+async def operator(request: Request) -> str:
     return ctx_of(request).auth.check(request.headers.get("authorization"), OPERATE)
 
 

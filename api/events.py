@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
@@ -21,10 +22,9 @@ from swarmkit.runtime import control
 from swarmkit.runtime.backoff import Backoff
 from swarmkit.runtime.event_follower import EventFollower
 from swarmkit.store import STORE_FAULTS
-from swarmkit.store.clock import store_now
 from swarmkit.store.pages import audit_page
-from swarmkit.store.queries import events_after, workspaces_for
-from swarmkit.store.records import merged_view
+from swarmkit.store.queries import events_after
+from swarmkit.store.reads import run_views
 from swarmkit.store.trail_records import EventRecord, audit_view, event_view
 
 from .dependencies import BadRequest, Ctx, ctx_of, look_for_lost, reader
@@ -96,8 +96,7 @@ async def _sse(ctx: Ctx, job_id: str, after: int) -> AsyncIterator[str]:
                 if job is None:
                     yield _frame({"status": None, "detail": f"run {job_id[:8]} no longer exists"}, event="end")
                     return
-                ws = await ctx.store.run_read(lambda c: workspaces_for(c, [job_id]))
-                view = merged_view(job, ws[job_id], store_now())
+                view = (await ctx.store.run_read(partial(run_views, jobs=[job]), here=True))[0]
                 yield _frame({"status": job.status, "display_status": view["display_status"], "job": view}, event="end")
                 return
             delay = follower.next_delay(got)

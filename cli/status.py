@@ -76,22 +76,19 @@ async def cmd_status(args) -> int:
         if warning:
             err("warning: " + warning)
         if run_ref:
-            return await _show_one(store, run_ref, args.output, store_now())
+            return await _show_one(store, run_ref, args.output)
         return await _list(store, args, lease_s)
 
     return await with_store(args, go)
 
 
-async def _show_one(store: Store, run_ref: str, output: str, now: datetime) -> int:
-    job = await control.resolve_run(store, run_ref)
-    async with store.read() as conn:
-        ws = (await conn.run_sync(workspaces_for, [job.id]))[job.id]
-    view = merged_view(job, ws, now)
+async def _show_one(store: Store, run_ref: str, output: str) -> int:
+    view = await control.resolve_view(store, run_ref)
     if output == "json":
         print(json.dumps(view, indent=2, sort_keys=True))
         return ExitCode.OK
     if output == "name":
-        print(job.id)
+        print(view["id"])
         return ExitCode.OK
     for key in sorted(view):
         value = view[key]

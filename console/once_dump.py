@@ -12,8 +12,9 @@ from swarmkit.runtime.settings import Settings, application_name
 from swarmkit.runtime.text import plain
 from swarmkit.store import Store
 from swarmkit.store.clock import store_now
-from swarmkit.store.queries import list_jobs, skewed_workers, workspaces_for
-from swarmkit.store.records import merged_view, run_list
+from swarmkit.store.queries import list_jobs, skewed_workers
+from swarmkit.store.reads import run_views
+from swarmkit.store.records import run_list
 
 from .command_line import err
 
@@ -28,11 +29,11 @@ async def dump_once(store_url: str | None, workspace: str | None, as_json: bool)
         warning = clock_warning(await store.run_read(lambda c: skewed_workers(c, lease_s)))
         async with store.read() as conn:
             jobs = await conn.run_sync(list_jobs)
-            wss = await conn.run_sync(workspaces_for, [j.id for j in jobs])
+            views = await conn.run_sync(run_views, jobs, now) if as_json else []
         stale = store.loc.stale_warning
         if as_json:
             # json.dumps escapes every control character, so the JSON stays inert text.
-            doc = run_list([merged_view(j, wss.get(j.id, []), now) for j in jobs], store=store.loc.display)
+            doc = run_list(views, store=store.loc.display)
             if warning:
                 doc["clock_warning"] = warning
             if stale:

@@ -14,6 +14,7 @@ statements with SQLAlchemy.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from datetime import datetime, timedelta
 from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.ids import new_id
 from swarmkit.store.named import S
-from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations
+from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations, run_views
 from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 
@@ -62,6 +63,9 @@ class ActResult:
     job: JobRecord | None = None
     # A stop or cancel that found the same request already pending (re-reported, nothing stacked).
     already: bool = False
+    # The run's merged view (store.reads.run_views) when the act wrote nothing: read with the run, so a
+    # door answers an idempotent repeat without reading again.
+    view: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -72,29 +76,47 @@ def _ts(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "an unknown time"
 
 
-async def resolve_run(store: Store, ref: str) -> JobRecord:
+def _matches(conn: Any, ref: str) -> list[JobRecord]:
+    """The runs `ref` names: the one with that id, else up to 11 whose ids begin with it (newest first)."""
+    job = get_job(conn, ref.lower()) if len(ref) == 32 else None
+    return [job] if job is not None else jobs_by_prefix(conn, ref, limit=11)
+
+
+async def resolve_run(store: Store, ref: str | JobRecord) -> JobRecord:
     """A run by its id or any unique prefix of it (in either case: ids are hex). Nothing is stripped:
-    `abc ` is not `abc`."""
+    `abc ` is not `abc`. A record is its own run, already read (`perform` reads it with its view)."""
+    if isinstance(ref, JobRecord):
+        return ref
+    return (await _resolved(store, ref, False))[0]
+
+
+async def resolve_view(store: Store, ref: str) -> dict[str, Any]:
+    """`resolve_run`'s run as its merged view (store.reads.run_views), read with it."""
+    return (await _resolved(store, ref, True))[1]
+
+
+async def _resolved(store: Store, ref: str, view: bool) -> tuple[JobRecord, Any]:
     ref = ref or ""
     if not ref or len(ref) > 32 or any(ch not in "0123456789abcdefABCDEF" for ch in ref):
         raise RunNotFound(f"no run matches {ref!r}", store.loc.display)  # no id holds anything else: no store read
-    async with store.read() as conn:
-        job = await conn.run_sync(get_job, ref.lower()) if len(ref) == 32 else None
-        if job is not None:
-            return job
-        found = await conn.run_sync(jobs_by_prefix, ref, limit=11)
+
+    def read(conn: Any) -> tuple[list[JobRecord], Any]:
+        found = _matches(conn, ref)
+        return found, run_views(conn, found)[0] if view and len(found) == 1 else None
+
+    # A short read by the primary key (or its prefix): on this thread (Store.run_read's `here`).
+    found, shown = await store.run_read(read, here=True)
     if not found:
         raise RunNotFound(f"no run matches {ref!r}", store.loc.display)
     if len(found) > 1:
         shown = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
         more = " and more" if len(found) > 10 else ""
         raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {shown}{more}; give more of the id", [j.id for j in found[:10]])
-    return found[0]
+    return found[0], shown
 
 
 async def reload_run(store: Store, job_id: str) -> JobRecord:
-    async with store.read() as conn:
-        job = await conn.run_sync(get_job, job_id)
+    job = await store.run_read(lambda c: get_job(c, job_id), here=True)
     if job is None:  # deleted under us
         raise RunNotFound(f"run {job_id[:8]} no longer exists", store.loc.display)
     return job
@@ -183,7 +205,7 @@ async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
     return at + timedelta(seconds=max(OVERDUE_FLOOR_S, OVERDUE_FACTOR * usual))
 
 
-async def stop(store: Store, ref: str, *, actor: str | None = None, now: bool = False) -> ActResult:
+async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, now: bool = False) -> ActResult:
     """Stop a run at its next agent boundary; with `now`, its host interrupts the node in flight
     (the cancel's escalation) and parks the run at the boundary before that node."""
     actor = actor or default_actor()
@@ -270,7 +292,7 @@ def refuse_resume(job: JobRecord) -> ActResult:
     return ActResult(REFUSED, False, f"cannot resume {sid}: it is {job.status}.", job)
 
 
-async def resume(store: Store, ref: str, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
+async def resume(store: Store, ref: str | JobRecord, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
     """Put a stopped, deferred or lost run back in the queue for a worker."""
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
@@ -297,14 +319,14 @@ async def resume(store: Store, ref: str, *, actor: str | None = None, only_defer
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the resume; try again.", job)
 
 
-async def approve(store: Store, ref: str, *, actor: str | None = None) -> ActResult:
+async def approve(store: Store, ref: str | JobRecord, *, actor: str | None = None) -> ActResult:
     return await resume(store, ref, actor=actor, only_deferred=True)
 
 
 # --- cancel -----------------------------------------------------------------
 
 
-async def cancel(store: Store, ref: str, *, keep: bool = False, actor: str | None = None) -> ActResult:
+async def cancel(store: Store, ref: str | JobRecord, *, keep: bool = False, actor: str | None = None) -> ActResult:
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     keep_words = "kept" if keep else "destroyed"
@@ -351,7 +373,10 @@ async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None,
     """An entry of the acts table carried out on run `ref`. `options` are a door's flags (now=, keep=):
     they override the entry's own options, which fill in what a door leaves out."""
     call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
-    result: ActResult = await call(store, ref, actor=actor, **{**dict(act.options), **options})
+    job, view = await _resolved(store, ref, True)
+    result: ActResult = await call(store, job, actor=actor, **{**dict(act.options), **options})
+    if result.job is job:  # nothing written (a write reloads the run): the view read with it is still the run's
+        result = dataclasses.replace(result, view=view)
     return result
 
 

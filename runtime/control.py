@@ -35,6 +35,7 @@ from .acts import no_worker_warning as no_worker_warning
 from .acts import overdue_at as overdue_at
 from .acts import perform as perform
 from .acts import resolve_run as resolve_run
+from .acts import resolve_view as resolve_view
 from .acts import resume as resume
 from .acts import stop as stop
 from .acts import submit as submit

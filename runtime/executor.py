@@ -248,13 +248,13 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
                 resumed_from = None
                 state = {**state, **output}
                 try:
-                    state_json(state)
+                    state_text = state_json(state)
                 except (TypeError, ValueError, RecursionError) as exc:
                     raise AgentFailed(f"{agent.name}: returned state that JSON cannot hold ({type(exc).__name__}: {str(exc)[:200]})") from None
                 nxt = self.flow.agents[i + 1] if i + 1 < self.flow.steps else None
                 if nxt is not None:
                     step, node = i + 1, nxt.name
-                await self.checkpoint_and_enter(i, agent, state, usage, nxt)
+                await self.checkpoint_and_enter(i, agent, state_text, usage, nxt)
             step, node = self.flow.steps, None
             await self._flush()
             if not await self._end(COMPLETED):

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from swarmkit.store.clock import store_now
-from swarmkit.store.host_statements import CHECKPOINT, CHECKPOINT_DONE, ENTER, FLAGS, INSERT_CHECKPOINT, INSERT_EVENTS
+from swarmkit.store.named import S
 from swarmkit.store.statuses import RUNNING
 
 from . import host_metrics
@@ -28,7 +28,6 @@ from .errors import FencedError, HITLDeferredError, NodeParked, RunCancelledErro
 from .flow import Agent
 from .host_parts import HostParts
 from .host_writes import Flags, read_flags
-from .journal import state_json
 from .steps import step_words
 
 log = logging.getLogger("swarmkit.executor")
@@ -92,24 +91,23 @@ class NodeBoundaries(HostParts):
         """The boundary before the first node this host runs: no checkpoint to write, only the flags."""
 
         def tx(conn) -> Flags:
-            flags = self.touch_flags(conn, ENTER, b_node=agent.name)
+            flags = self.touch_flags(conn, S.ENTER, b_node=agent.name)
             if self._clear(flags, step, agent):
-                conn.execute(INSERT_EVENTS, [self._started_event(step, agent, store_now())])
+                conn.execute(S.INSERT_EVENTS, [self._started_event(step, agent, store_now())])
             return flags
 
         t0 = time.monotonic()
-        flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx, hot=True))
+        flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx, hot=True, here=True))
         host_metrics.BOUNDARY.observe(time.monotonic() - t0)
         self._decide(flags, step, agent)
 
-    async def checkpoint_and_enter(self, step: int, agent: Agent, state: dict[str, Any], usage: Usage, nxt: Agent | None) -> None:
+    async def checkpoint_and_enter(self, step: int, agent: Agent, state_text: str, usage: Usage, nxt: Agent | None) -> None:
         """Checkpoint `agent` (node `step`) and, in the same transaction, read the flags for the next boundary.
 
         One write transaction a node: the state, its lines, node.finished, the
         usage, and the flags read back fresh under the write lock. If they say
         go on, node.started for the next agent is written with them.
         """
-        state_text = state_json(state)
         # Taken under the lock: a heartbeat in flight has landed its part, or not begun.
         async with self._usage_lock:
             written = self._node_live.written if self._node_live is not None else (0, 0.0)
@@ -117,10 +115,10 @@ class NodeBoundaries(HostParts):
         def tx(conn, batch: list[dict[str, Any]], retry: bool) -> Flags:
             now = store_now()
             if retry:
-                done = conn.execute(CHECKPOINT_DONE, dict(b_id=self.job_id, b_step=step + 1)).first()
+                done = conn.execute(S.CHECKPOINT_DONE, dict(b_id=self.job_id, b_step=step + 1)).first()
                 if done is not None and done.epoch == self.epoch:
                     # The first attempt committed; only its answer was lost.
-                    row = conn.execute(FLAGS, dict(b_id=self.job_id)).first()
+                    row = conn.execute(S.FLAGS, dict(b_id=self.job_id)).first()
                     if row is None:
                         raise FencedError(self.job_id)
                     flags = Flags(*row)
@@ -129,15 +127,15 @@ class NodeBoundaries(HostParts):
                     return flags
             # Heartbeats already put part of the node's usage on the row.
             flags = self.touch_flags(
-                conn, CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens - written[0], b_cost=usage.cost - written[1],
+                conn, S.CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens - written[0], b_cost=usage.cost - written[1],
                 b_node=nxt.name if nxt else agent.name,
             )
-            conn.execute(INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))
+            conn.execute(S.INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))
             usage_text = f" ({usage.tokens} tokens, ${usage.cost:.4f})" if usage.tokens or usage.cost else ""
             rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step_words(step, self.flow.steps, agent.name, None)} done{usage_text}")]
             if nxt is not None and self._clear(flags, step + 1, nxt):
                 rows.append(self._started_event(step + 1, nxt, now))
-            conn.execute(INSERT_EVENTS, rows)
+            conn.execute(S.INSERT_EVENTS, rows)
             return flags
 
         async with self.sink.lock:
@@ -146,7 +144,7 @@ class NodeBoundaries(HostParts):
 
             async def op() -> Flags:
                 attempts[0] += 1
-                return await self.store.run_write(lambda conn: tx(conn, batch, attempts[0] > 1), hot=True)
+                return await self.store.run_write(lambda conn: tx(conn, batch, attempts[0] > 1), hot=True, here=True)
 
             try:
                 t0 = time.monotonic()

@@ -4,6 +4,10 @@ Every write by a host carries its epoch (`MINE`): a process from an older
 epoch matches no row, writes nothing, and stops itself. The flag columns come
 back from the same statement (RETURNING), under the write lock, or from one
 primary-key SELECT (`FLAGS`): never from a cache. Parameters are named `b_*`.
+
+They are named statements too (store/named.py: `S.CHECKPOINT`), compiled for sqlite3 with those of
+store/statements.py: on SQLite a host's boundary runs them with sqlite3 on the event loop's thread
+(`Store.run_write(here=True)`), on PostgreSQL as the Core statements they are.
 """
 
 from __future__ import annotations
@@ -66,8 +70,9 @@ CHECKPOINT = (
     .returning(*FLAG_COLS)
 )
 CHECKPOINT_DONE = select(checkpoints.c.epoch).where(checkpoints.c.job_id == bindparam("b_id"), checkpoints.c.step == bindparam("b_step"))
-# Rows as dicts of column values (executemany for a batch of events).
-INSERT_CHECKPOINT = insert(checkpoints)
-INSERT_EVENTS = insert(events)
+# Rows as dicts of column values (executemany for a batch of events); the columns named, so that the
+# statement compiles to the same SQL whichever columns a row gives (store/compiled_sqlite.py holds it).
+INSERT_CHECKPOINT = insert(checkpoints).values(**{k: bindparam(k) for k in ("job_id", "step", "node", "state", "epoch", "created_at")})
+INSERT_EVENTS = insert(events).values(**{k: bindparam(k) for k in ("job_id", "at", "kind", "node", "step", "text")})
 # The run's stored callables, read by its host as it takes the run (runtime/flow_modules.py).
 FLOW_MODULES = select(jobs.c.flow_modules).where(jobs.c.id == bindparam("b_id"))

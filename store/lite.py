@@ -4,7 +4,8 @@
 do not import SQLAlchemy (its import alone was most of such a verb; issue 13,
 and the README's performance table). Their statements are SQLAlchemy Core all
 the same: they run by name (store/named.py), compiled once for SQLite into
-store/compiled_sqlite.py, through the same functions as on any store (store/reads.py, runtime/control.py).
+store/compiled_sqlite.py, through the same functions as on any store (store/reads.py, runtime/control.py),
+on the sqlite3 connection of store/lite_connection.py.
 What a `Store` does on open and around each transaction is done here by the
 same rules: the PRAGMAs of store/engine.py, the read-only query of
 store/store_location.py, BEGIN IMMEDIATE for a write, the schema check of
@@ -17,42 +18,31 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import sqlite3
-from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime
-from functools import lru_cache
-from operator import itemgetter
+from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 
 from . import clock, identity
+from .lite_connection import LiteConnection, LiteResult, begun, connect_raw
 from .loopless import loop_needed
-from .named import Statement
 from .schema import _judge, read_schema
 from .store_errors import NoStoreError, StoreError
 from .store_location import (
-    SQLITE_BUSY_TIMEOUT_S,
     StoreLocation,
     folder_is_read_only,
     named_store,
     read_only_location,
-    sqlite_file_uri,
-    sqlite_pragmas,
-    sqlite_read_only_query,
 )
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterator
+    from collections.abc import AsyncIterator, Callable
     from typing import Any, TypeVar
 
     from .store import Store
 
     T = TypeVar("T")
-
-# Where SQLAlchemy puts an expanding IN list (`IN (__[POSTCOMPILE_b_ids])`).
-_POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
-
 
 @dataclasses.dataclass(frozen=True)
 class SqliteFile:
@@ -78,135 +68,6 @@ def lite_location(store: str | None = None, workspace: str | os.PathLike | None 
 
 
 # --- running a compiled statement -------------------------------------------------------
-
-
-def _bind_datetime(value: datetime) -> str:
-    # UTCDateTime's rule (naive UTC), then SQLAlchemy's SQLite DATETIME text.
-    if not isinstance(value, datetime):
-        raise TypeError(f"a datetime was expected, got {value!r}")
-    if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
-    return f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
-
-
-def _bind_bool(value: Any) -> int:
-    if value not in (True, False):
-        raise TypeError(f"a boolean was expected, got {value!r}")
-    return int(value)
-
-
-_BIND: dict[str, Callable[[Any], Any]] = {"datetime": _bind_datetime, "bool": _bind_bool, "float": float}
-
-
-@lru_cache(maxsize=8192)
-def _parse_datetime(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-def _read_datetime(value: Any) -> datetime:
-    # Kept parsed (datetimes are immutable): a poll reads the same runs' created_at,
-    # started_at and updated_at every second; a parse costs several lookups.
-    return _parse_datetime(value) if isinstance(value, str) else value.replace(tzinfo=UTC)
-
-
-_READ: dict[str, Callable[[Any], Any]] = {"datetime": _read_datetime, "bool": bool}
-
-
-def bind_params(stmt: Statement, params: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    """The statement's SQL and its parameters as sqlite3 takes them: converted as SQLAlchemy would, lists expanded."""
-    sql, defaults, kinds, _columns, _result_kinds = stmt.compiled
-    values = {**defaults, **(params or {})}
-    for name, kind in kinds.items():
-        if values.get(name) is not None:
-            values[name] = _BIND[kind](values[name])
-
-    def expand(m: re.Match[str]) -> str:
-        name = m[1]
-        items = values.pop(name)
-        if not items:
-            raise ValueError(f"{stmt!r}: the list {name!r} is empty")
-        for i, item in enumerate(items, 1):
-            values[f"{name}_{i}"] = item
-        return ", ".join(f":{name}_{i}" for i in range(1, len(items) + 1))
-
-    if "__[POSTCOMPILE_" in sql:
-        sql = _POSTCOMPILE.sub(expand, sql)
-    return sql, values
-
-
-_ROW_CLASSES: dict[tuple[str, ...], type] = {}
-
-
-def _row_class(columns: tuple[str, ...]) -> type:
-    """Rows as SQLAlchemy's are read here: by position, by column name, and as `_mapping`."""
-    cls = _ROW_CLASSES.get(columns)
-    if cls is None:
-        ns: dict[str, Any] = {name: property(itemgetter(i)) for i, name in enumerate(columns)}
-        ns["_mapping"] = property(lambda self: dict(zip(columns, self)))
-        ns["__slots__"] = ()
-        cls = _ROW_CLASSES[columns] = type("LiteRow", (tuple,), ns)
-    return cls
-
-
-class LiteResult:
-    """What code reads of a SQLAlchemy `Result`: its rows (converted as SQLAlchemy would) and `rowcount`."""
-
-    def __init__(self, rows: list[Any], rowcount: int):
-        self._rows = rows
-        self.rowcount = rowcount
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._rows)
-
-    def all(self) -> list[Any]:
-        return list(self._rows)
-
-    def first(self) -> Any:
-        return self._rows[0] if self._rows else None
-
-    def one(self) -> Any:
-        if len(self._rows) != 1:
-            raise LookupError(f"one row was expected, got {len(self._rows)}")
-        return self._rows[0]
-
-    def scalar(self) -> Any:
-        return self._rows[0][0] if self._rows else None
-
-
-class _Dialect:
-    name = "sqlite"
-
-
-class LiteConnection:
-    """A sqlite3 connection that runs named statements: what store/reads.py and runtime/control.py call."""
-
-    dialect = _Dialect()
-
-    def __init__(self, raw: sqlite3.Connection):
-        self.raw = raw
-
-    def execute(self, stmt: Any, params: dict[str, Any] | None = None) -> LiteResult:
-        if not isinstance(stmt, Statement):
-            raise TypeError(f"a lite store runs named statements (store/named.py), not {type(stmt).__name__}")
-        sql, values = bind_params(stmt, params)
-        cur = self.raw.execute(sql, values)
-        _sql, _defaults, _kinds, columns, result_kinds = stmt.compiled
-        if not columns:
-            return LiteResult([], cur.rowcount)
-        readers = [(i, _READ[k]) for i, k in enumerate(result_kinds) if k]
-        row_cls = _row_class(columns)
-        rows = []
-        for raw in cur.fetchall():
-            if readers:
-                raw = list(raw)
-                for i, read in readers:
-                    if raw[i] is not None:
-                        raw[i] = read(raw[i])
-            rows.append(row_cls(raw))
-        return LiteResult(rows, cur.rowcount)
-
-    def scalar(self, stmt: Any, params: dict[str, Any] | None = None) -> Any:
-        return self.execute(stmt, params).scalar()
 
 
 class _AsyncFace:
@@ -253,17 +114,11 @@ class LiteStore:
         if not path.exists():  # noqa: ASYNC240
             raise NoStoreError(f"no store at {path}")
         try:
-            if loc.read_only:
-                query = "&".join(f"{k}={v}" for k, v in sqlite_read_only_query(loc).items())
-                raw = sqlite3.connect(f"{sqlite_file_uri(path)}?{query}", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
-            else:
-                raw = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_S, isolation_level=None)
+            raw = connect_raw(loc)
         except sqlite3.Error as exc:
             raise _fault(exc, loc) from exc
         self = cls(loc, raw)
         try:
-            for pragma in sqlite_pragmas(loc.read_only):
-                raw.execute(pragma)
             state = await self.run_read(lambda conn: read_schema(conn, None))  # type: ignore[arg-type]
             if _judge(state, loc.display, create=False, upgrade=False):
                 raise StoreError(f"the store {loc.display} must be migrated first")  # not reached: nothing migrates without create or upgrade
@@ -289,24 +144,12 @@ class LiteStore:
     async def keep_time(self, *, hot: bool = False) -> None:
         """Nothing to measure: a SQLite store's time is this machine's."""
 
-    @contextmanager
-    def _begun(self, begin: str) -> Iterator[LiteConnection]:
-        """One transaction: `begin`, then COMMIT, or a rollback of an open one if the body raises."""
-        raw = self._conn.raw
-        raw.execute(begin)
-        try:
-            yield self._conn
-        except BaseException:
-            _rollback(raw)
-            raise
-        raw.execute("COMMIT")
-
     def _tx(self, fn: Callable[[LiteConnection], T], begin: str) -> T:
-        with self._begun(begin) as conn:
+        with begun(self._conn, begin) as conn:
             return fn(conn)
 
-    async def run_read(self, fn: Callable[[LiteConnection], T]) -> T:
-        """Run `fn(conn)` in one short read transaction."""
+    async def run_read(self, fn: Callable[[LiteConnection], T], *, here: bool = True) -> T:
+        """Run `fn(conn)` in one short read transaction (always `here`: this store has no thread)."""
         return self._tx(fn, "BEGIN")
 
     async def run_write(self, fn: Callable[[LiteConnection], T]) -> T:
@@ -317,13 +160,13 @@ class LiteStore:
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[_AsyncFace]:
-        with self._begun("BEGIN") as conn:
+        with begun(self._conn, "BEGIN") as conn:
             yield _AsyncFace(conn)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[_AsyncFace]:
         self.check_file()
-        with self._begun("BEGIN IMMEDIATE") as conn:
+        with begun(self._conn, "BEGIN IMMEDIATE") as conn:
             yield _AsyncFace(conn)
 
     async def full_store(self) -> Store:
@@ -344,12 +187,6 @@ class LiteStore:
             full, self._full = self._full, None
             await full.close()
         self._conn.raw.close()
-
-
-def _rollback(raw: sqlite3.Connection) -> None:
-    # SQLite may have ended the transaction itself (a full disk, an I/O error): the first error is the one to tell.
-    if raw.in_transaction:
-        raw.execute("ROLLBACK")
 
 
 def _fault(exc: BaseException, loc: StoreLocation) -> StoreError:

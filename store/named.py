@@ -35,9 +35,10 @@ class Statement:
     @property
     def core(self) -> Any:
         """The SQLAlchemy statement itself."""
-        from . import statements  # late: the Core statements load SQLAlchemy; a lite store runs their compiled forms
+        from . import host_statements, statements  # late: the Core statements load SQLAlchemy; a lite store runs their compiled forms
 
-        return getattr(statements, self.name)
+        found = getattr(statements, self.name, None)  # not `or`: a clause has no truth value
+        return found if found is not None else getattr(host_statements, self.name)
 
     @property
     def compiled(self) -> tuple:

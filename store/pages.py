@@ -7,11 +7,12 @@ Plain functions of a sync `Connection`, like store/queries.py.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, select
 
 from . import clock
 from .models import RUNNING, audit, jobs
-from .queries import _JOB_COLS, _job, _read_col
+from .named import S
+from .queries import _job, _read_col
 from .records import JobRecord
 from .trail_records import AuditRecord, audit_detail
 
@@ -23,19 +24,17 @@ class UnknownCursor(ValueError):
 def jobs_page(
     conn: Connection, *, status: str | None = None, flow: str | None = None, limit: int = 50, cursor: str | None = None
 ) -> tuple[list[JobRecord], bool]:
-    """Up to `limit` runs, newest first, after the run `cursor` (an id); and whether more follow."""
-    cond = []
-    if status:
-        cond.append(jobs.c.status == status)
-    if flow:
-        cond.append(jobs.c.flow == flow)
+    """Up to `limit` runs, newest first, after the run `cursor` (an id); and whether more follow.
+    Named statements only: it runs on any connection, a lite one too (`Store.run_read(here=True)`)."""
+    params: dict[str, object] = {"b_limit": limit + 1, "b_status": status, "b_flow": flow}
+    name = "JOBS_PAGE" + ("_STATUS" if status else "") + ("_FLOW" if flow else "")
     if cursor:
-        at = conn.scalar(select(jobs.c.created_at).where(jobs.c.id == cursor))
+        at = conn.scalar(S.CREATED_AT, {"b_id": cursor})
         if at is None:
             raise UnknownCursor(cursor)
-        cond.append(or_(jobs.c.created_at < at, and_(jobs.c.created_at == at, jobs.c.id < cursor)))
-    stmt = select(*_JOB_COLS).where(*cond).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(limit + 1)
-    rows = [_job(r) for r in conn.execute(stmt)]
+        params.update(b_at=at, b_cursor=cursor)
+        name += "_AFTER"
+    rows = [_job(r) for r in conn.execute(getattr(S, name), params)]
     return rows[:limit], len(rows) > limit
 
 

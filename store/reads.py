@@ -14,12 +14,13 @@ from datetime import UTC, datetime
 
 from . import clock
 from .named import S
-from .records import JobRecord, WorkspaceRecord
+from .records import JobRecord, WorkspaceRecord, merged_view
 from .statuses import NODE_STARTED
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
+    from typing import Any
 
     from sqlalchemy import Connection
 
@@ -78,6 +79,17 @@ def list_jobs(
     if include_ended:
         out.extend(_job(r) for r in conn.execute(S.ENDED_JOBS, {"b_limit": ended_limit}))
     return out
+
+
+def run_views(conn: Connection, jobs: Sequence[JobRecord], now: datetime | None = None) -> list[dict[str, Any]]:
+    """Each run's merged view (`swarmkit status ID --json`, the API's runs): its columns, its shown status
+    and its workspaces' paths and states, read in one statement for all of them."""
+    ws: dict[str, list[Any]] = {j.id: [] for j in jobs}
+    if ws:
+        for r in conn.execute(S.WORKSPACE_STATES_FOR, {"b_ids": list(ws)}):
+            ws[r[0]].append(r)
+    now = now or clock.store_now()
+    return [merged_view(j, ws[j.id], now) for j in jobs]
 
 
 def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[WorkspaceRecord]]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import Boolean, DateTime, Float, TypeDecorator, bindparam, column, func, insert, select, table, text, type_coerce, update
+from sqlalchemy import Boolean, DateTime, Float, Select, TypeDecorator, and_, bindparam, column, func, insert, or_, select, table, text, type_coerce, update
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.sql.base import Executable
 
-from . import clock, liveness
+from . import clock, host_statements, liveness
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -89,6 +89,34 @@ JOBS_BY_PREFIX = select(*_JOB_COLS).where(jobs.c.id.like(bindparam("b_pattern"))
 # The run list with no filter: every active run, newest first, then the newest ended ones.
 ACTIVE_JOBS = select(*_JOB_COLS).where(jobs.c.status.in_(_ACTIVE)).order_by(jobs.c.created_at.desc())
 ENDED_JOBS = select(*_JOB_COLS).where(jobs.c.status.not_in(_ACTIVE)).order_by(jobs.c.updated_at.desc()).limit(bindparam("b_limit"))
+# A page of the run list, newest first (store.pages.jobs_page): a statement for each mix of its filters
+# (status, flow, after the cursor's run), each planned for its own indexes.
+_AFTER = or_(
+    jobs.c.created_at < bindparam("b_at", type_=jobs.c.created_at.type),
+    and_(jobs.c.created_at == bindparam("b_at", type_=jobs.c.created_at.type), jobs.c.id < bindparam("b_cursor")),
+)
+
+
+def _page(status: bool, flow: bool, after: bool) -> Select:
+    cond = [c for c, on in ((jobs.c.status == bindparam("b_status"), status), (jobs.c.flow == bindparam("b_flow"), flow), (_AFTER, after)) if on]
+    return select(*_JOB_COLS).where(*cond).order_by(jobs.c.created_at.desc(), jobs.c.id.desc()).limit(bindparam("b_limit"))
+
+
+JOBS_PAGE = _page(False, False, False)
+JOBS_PAGE_AFTER = _page(False, False, True)
+JOBS_PAGE_STATUS = _page(True, False, False)
+JOBS_PAGE_STATUS_AFTER = _page(True, False, True)
+JOBS_PAGE_FLOW = _page(False, True, False)
+JOBS_PAGE_FLOW_AFTER = _page(False, True, True)
+JOBS_PAGE_STATUS_FLOW = _page(True, True, False)
+JOBS_PAGE_STATUS_FLOW_AFTER = _page(True, True, True)
+CREATED_AT = select(jobs.c.created_at).where(jobs.c.id == bindparam("b_id"))
+# What a run's merged view shows of its workspaces (store.reads.run_views).
+WORKSPACE_STATES_FOR = (
+    select(workspaces.c.job_id, workspaces.c.path, workspaces.c.state)
+    .where(workspaces.c.job_id.in_(bindparam("b_ids", expanding=True)))
+    .order_by(workspaces.c.id)
+)
 WORKSPACES_FOR = (
     select(workspaces.c.job_id, workspaces.c.path, workspaces.c.state, workspaces.c.created_at, workspaces.c.updated_at)
     .where(workspaces.c.job_id.in_(bindparam("b_ids", expanding=True)))
@@ -262,8 +290,13 @@ END_DESTROY = update(workspaces).where(_W.id == bindparam("b_id"), _W.state == P
 
 
 def named() -> dict[str, Executable]:
-    """Every statement of this module by its name."""
-    return {name: value for name, value in globals().items() if name.isupper() and not name.startswith("_") and isinstance(value, Executable)}
+    """Every statement of this module and of store/host_statements.py by its name (no name is in both)."""
+    found: dict[str, Executable] = {}
+    for module in (globals(), vars(host_statements)):
+        for name, value in module.items():
+            if name.isupper() and not name.startswith("_") and isinstance(value, Executable):
+                assert found.setdefault(name, value) is value, f"statement {name} is named twice"
+    return found
 
 
 def _kind(type_, dialect, what: str) -> str | None:

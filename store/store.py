@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from . import clock, identity
 from .engine import make_engine, make_sync_engine
+from .here_lane import HereLane
 from .inline_engine import InlineEngine
 from .masking import masked
 from .schema import ensure_schema
@@ -107,6 +108,8 @@ class Store:
         # (device, inode) of the SQLite file this process opened, checked before every write.
         self._file: tuple[int, int] | None = None
         self.schema_change: tuple[str | None, str] | None = None
+        # The connection of `run_read(here=True)`, and the one thread that may use it (the one that opened the store).
+        self._here = HereLane(loc)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -192,6 +195,7 @@ class Store:
                 clock.anchor(server, t0, clock.boot_clock())
 
     async def close(self) -> None:
+        self._here.close()
         if self.inline:
             self._close_thread_conns()
         if self._executor is not None:
@@ -275,9 +279,17 @@ class Store:
         async with read_tx(self._lane(hot)) as conn:
             yield conn
 
-    async def run_write(self, fn: Callable[[Connection], T], *, hot: bool = False) -> T:
+    async def run_write(self, fn: Callable[[Connection], T], *, hot: bool = False, here: bool = False) -> T:
         """Run `fn(conn)` in one write transaction (BEGIN IMMEDIATE on SQLite); commit unless it raises.
-        `hot`: on the hot path's lane (see the class)."""
+        `hot`: on the hot path's lane (see the class).
+
+        `here`: `fn` runs named statements only (store/named.py); on SQLite it is tried first on this
+        thread (store/here_lane.py), and waits for another writer on the store's thread."""
+        if here and not self.inline and self._here.usable():
+            self.check_file()
+            done, out = self._here.write(fn)  # type: ignore[arg-type]
+            if done:
+                return out  # type: ignore[return-value]
         if self.inline:
             self.check_file()
             return self._in_thread(fn, True)
@@ -288,13 +300,26 @@ class Store:
         async with self.write(hot=hot) as aconn:
             return await aconn.run_sync(fn)
 
-    async def run_read(self, fn: Callable[[Connection], T], *, hot: bool = False) -> T:
-        """Run `fn(conn)` in one short read transaction, ended before it returns."""
+    async def run_read(self, fn: Callable[[Connection], T], *, hot: bool = False, here: bool = False) -> T:
+        """Run `fn(conn)` in one short read transaction, ended before it returns.
+
+        `here`: `fn` runs named statements only (store/named.py), and on SQLite it runs on this thread
+        (store/here_lane.py): the loop waits for it, so for short reads only. On PostgreSQL each of its
+        statements is a transaction of its own (no BEGIN nor COMMIT: two round trips of four for a read
+        of one row), for reads that need no one snapshot across their statements (a run and its
+        workspaces; a page after its cursor). Not through PgBouncer: there the schema is set in each
+        transaction's BEGIN (engine.py)."""
+        if here and self._here.usable():
+            return self._here.read(fn)  # type: ignore[arg-type]
         if self.inline:
             return self._in_thread(fn, False)
         if self.loc.is_sqlite:
             ex = self._sqlite_thread()
             return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, False)
+        if here and not self.loc.pgbouncer:
+            async with connect(self._lane(hot)) as aconn:
+                await aconn.execution_options(isolation_level="AUTOCOMMIT")
+                return await aconn.run_sync(fn)
         async with self.read(hot=hot) as aconn:
             return await aconn.run_sync(fn)
 

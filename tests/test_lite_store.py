@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from swarmkit.store import Store, compiled_sqlite, resolve_store, statements
-from swarmkit.store.lite import LiteStore, _bind_bool, _bind_datetime, _read_datetime, bind_params, lite_location
+from swarmkit.store.lite import LiteStore, lite_location
+from swarmkit.store.lite_connection import _bind_bool, _bind_datetime, _read_datetime, bind_params
 from swarmkit.store.named import S
 from swarmkit.store.reads import get_job, jobs_by_prefix, list_jobs, node_durations, skewed_workers, workspaces_for
 
