@@ -9,9 +9,11 @@ the sqlite3 connections of store/lite_connection.py:
 - a read, on a connection of its own: a reader of a WAL file never waits for the writer;
 - a write, on another that never waits for the lock (busy_timeout 0): when no other writer holds it
   (a host's boundary, nearly always) the write costs its statements alone; when one does, the caller
-  waits for it on the store's thread as any write does. That connection never checkpoints (a
-  checkpoint copies the WAL into the file, too long for the loop): the store thread's writes do, a
-  heartbeat's among them.
+  waits for it on the store's thread as any write does. Its commits checkpoint the WAL as any
+  connection's do (SQLite's autocheckpoint, every 1,000 pages or so: a few milliseconds on the loop
+  now and then). A checkpoint elsewhere, on the store's thread, would not do: it lands while the loop
+  writes on, so the WAL is never all copied when a write begins, never starts over, and grows for as
+  long as the host writes (66 MB over 1,500 boundaries; tests/test_here_lane.py).
 
 Only the thread that opened the store uses them (a connection is one thread's at a time).
 """
@@ -58,7 +60,6 @@ class HereLane:
             if self._writer is None:
                 raw = connect_raw(self.loc)
                 raw.execute("PRAGMA busy_timeout=0")
-                raw.execute("PRAGMA wal_autocheckpoint=0")
                 self._writer = LiteConnection(raw)
             conn = self._writer
             try:
