@@ -65,7 +65,7 @@ class HereLane:
             try:
                 conn.raw.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:  # SQLITE_BUSY_RECOVERY and its kin too
                     return False, None
                 raise
             with begun_already(conn):
