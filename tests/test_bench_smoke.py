@@ -28,6 +28,7 @@ SCRIPTS = {
     "logs.py": "lag: printed -> painted on screen",
     "wal.py": "WAL largest",
     "http_api.py": "GET /jobs/{id} with 16 clients",
+    "http_throughput.py": "req/s ratio to floor",
     "containment.py": "from the host frozen (SIGSTOP) to its agent dead",
     "run_table_lines.py": "a changed line drawn",
 }
