@@ -150,7 +150,7 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
 
     async def route(request: Request, job_id: str, actor: str, body: BaseModel | None = None) -> JSONResponse:
         options = body.model_dump() if body is not None else {}
-        return await answer(request, act, await control.perform(act, ctx_of(request).store, job_id, actor=actor, **options))
+        return await answer(request, act, await control.perform(act, ctx_of(request).store, job_id, actor=actor, with_view=True, **options))
 
     P = inspect.Parameter
     params = [P("request", P.POSITIONAL_OR_KEYWORD, annotation=Request), P("job_id", P.POSITIONAL_OR_KEYWORD, annotation=str, default=RunId)]

@@ -109,9 +109,9 @@ async def _resolved(store: Store, ref: str, view: bool) -> tuple[JobRecord, Any]
     if not found:
         raise RunNotFound(f"no run matches {ref!r}", store.loc.display)
     if len(found) > 1:
-        shown = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
+        listed = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
         more = " and more" if len(found) > 10 else ""
-        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {shown}{more}; give more of the id", [j.id for j in found[:10]])
+        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {listed}{more}; give more of the id", [j.id for j in found[:10]])
     return found[0], shown
 
 
@@ -369,13 +369,14 @@ async def cancel(store: Store, ref: str | JobRecord, *, keep: bool = False, acto
     return ActResult(REFUSED, False, f"{job.short_id} kept changing under the cancel; try again.", job)
 
 
-async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None, **options: Any) -> ActResult:
+async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None, with_view: bool = False, **options: Any) -> ActResult:
     """An entry of the acts table carried out on run `ref`. `options` are a door's flags (now=, keep=):
-    they override the entry's own options, which fill in what a door leaves out."""
+    they override the entry's own options, which fill in what a door leaves out. `with_view`: for a
+    door that answers with the run's view, read it with the run (`ActResult.view`)."""
     call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
-    job, view = await _resolved(store, ref, True)
+    job, view = await _resolved(store, ref, with_view)
     result: ActResult = await call(store, job, actor=actor, **{**dict(act.options), **options})
-    if result.job is job:  # nothing written (a write reloads the run): the view read with it is still the run's
+    if view is not None and result.job is job:  # nothing written (a write reloads the run): the view read with it is still the run's
         result = dataclasses.replace(result, view=view)
     return result
 

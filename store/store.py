@@ -108,7 +108,7 @@ class Store:
         # (device, inode) of the SQLite file this process opened, checked before every write.
         self._file: tuple[int, int] | None = None
         self.schema_change: tuple[str | None, str] | None = None
-        # The connection of `run_read(here=True)`, and the one thread that may use it (the one that opened the store).
+        # The sqlite3 connections of `run_read(here=True)` and `run_write(here=True)`, for the thread that opened the store.
         self._here = HereLane(loc)
 
     @property
