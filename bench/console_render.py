@@ -79,6 +79,7 @@ from swarmkit.store import Store
 from swarmkit.store.clock import store_now
 from swarmkit.store.models import jobs
 from swarmkit.store.queries import list_jobs
+from swarmkit.store.records import STALL_AFTER
 from swarmkit.widgets.run_table import RunTable
 
 TABLES = {"line": RunTable, "datatable": DataTableRunTable}
@@ -346,11 +347,15 @@ def idle_cpu(url: str, ws: str, idle_s: float, table: str, live: list[str], warm
         async def run() -> None:
             store = await Store.open(url, ws)
             try:
+                # What a host's heartbeat with usage writes (host_statements.TOUCH_USAGE): a sign of work,
+                # the stall deadline it moves, tokens and cost.
                 stmt = update(jobs).where(jobs.c.id.in_(live)).values(
-                    heartbeat_at=bindparam("b_at"), last_event_at=bindparam("b_at"), tokens=jobs.c.tokens + 137)
+                    heartbeat_at=bindparam("b_at"), last_event_at=bindparam("b_at"), stall_at=bindparam("b_stall_at"),
+                    tokens=jobs.c.tokens + 137, cost=jobs.c.cost + 0.001)
                 while not stop.is_set():
+                    at = store_now()
                     async with store.write() as conn:
-                        await conn.execute(stmt, dict(b_at=store_now()))
+                        await conn.execute(stmt, dict(b_at=at, b_stall_at=at + STALL_AFTER))
                     ticks[0] += 1
                     await asyncio.sleep(1.0)
             finally:
@@ -437,7 +442,7 @@ async def build_live(url: str, ws: str, runs: int, live: int) -> list[str]:
         now = store_now()
         async with store.write() as conn:
             await conn.execute(update(jobs).where(jobs.c.id.in_(big.active_ids)).values(
-                status="running", epoch=1, host="bench-host", pid=4242, started_at=now, heartbeat_at=now, last_event_at=now,
+                status="running", epoch=1, host="bench-host", pid=4242, started_at=now, heartbeat_at=now, last_event_at=now, stall_at=now + STALL_AFTER,
                 current_node="read", step=1, stop_requested_at=None, stop_requested_by=None, pending_gate=None, tokens=1000))
     finally:
         await store.close()

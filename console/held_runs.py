@@ -4,8 +4,10 @@ The poller (poller.py) reads; `HeldRuns` holds. A poll folds in what it read,
 a full read with `reset`, a changed row with `put`, and what derives from the
 runs follows row by row: the order shown, the count of each active status,
 what the shown statuses of running runs derive from (a stop or cancel
-requested, a quiet one stalled by a deadline), and the counts the change
-marker is checked against. A poll then costs what changed, not what is held.
+requested: both move `updated_at`, so every poll sees them), and the counts
+the change marker is checked against. A poll then costs what changed, not
+what is held. Stalled runs are counted by the store (`running_tally`): a
+running run's signs of work are read only while it is on screen.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from bisect import bisect_left, insort
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 
-from swarmkit.store.records import OVERDUE, STALL_AFTER, JobRecord
+from swarmkit.store.records import OVERDUE, JobRecord
 from swarmkit.store.statuses import ACTIVE_STATUSES, RUNNING
 
 # The window of a store holding fewer ended runs than the bound: every row.
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class HeldRuns:
@@ -29,7 +31,7 @@ class HeldRuns:
         # Kept up to date row by row: the counts the marker is checked against (active
         # rows; rows updated after the oldest ended run held, fixed from one full read
         # to the next), the active runs in their order, the ended and the running ones.
-        self.window_after: datetime = _EPOCH
+        self.window_after: datetime = EPOCH
         self.n_active = 0
         self.n_window = 0
         self._active_keys: list[tuple[datetime, str]] = []  # (created_at, id), ascending
@@ -37,15 +39,13 @@ class HeldRuns:
         self._running: dict[str, JobRecord] = {}
         # The active statuses held (the counts shown, when no filter applies),
         # and what the shown statuses of running runs derive from: the runs
-        # with a cancel or stop requested, and the others by their last sign
-        # of work (stalled past STALL_AFTER), so that counting them is a
+        # with a cancel or stop requested, so that counting them is a
         # bisection, not a pass over a thousand running runs each poll.
         self.status_counts: dict[str, int] = {}
         self._cancelling: set[str] = set()
         self._stopping: set[str] = set()
-        # Stopping runs by when their stop shows overdue, and quiet ones by when they show stalled.
+        # Stopping runs by when their stop shows overdue.
         self._stop_due: list[tuple[datetime, str]] = []
-        self._quiet: list[tuple[datetime, str]] = []
         self._order_dirty = True
         self._active_desc: list[str] = []
         self._ended_sorted: list[JobRecord] | None = None
@@ -62,10 +62,13 @@ class HeldRuns:
         return key in self._cache
 
     def shown_counts(self, now: datetime) -> dict[str, int]:
-        """How many running runs show as cancelling, stopping, stopping overdue and stalled at `now`."""
+        """How many running runs show as cancelling, stopping and stopping overdue at `now` (stalled: the store's tally)."""
         overdue = bisect_left(self._stop_due, (now,))
-        return {"cancelling": len(self._cancelling), "stopping": len(self._stopping) - overdue, OVERDUE: overdue,
-                "stalled": bisect_left(self._quiet, (now,))}
+        return {"cancelling": len(self._cancelling), "stopping": len(self._stopping) - overdue, OVERDUE: overdue}
+
+    def running_cost(self) -> float:
+        """The running runs held, their cost together (filtered, every one is read fresh)."""
+        return sum(job.cost for job in self._running.values())
 
     def stop_asked(self) -> tuple[JobRecord, ...]:
         """The running runs a stop was asked of (shown stopping, or cancelling since), newest first."""
@@ -97,7 +100,7 @@ class HeldRuns:
         # From now to the next full read, the marker counts the rows updated
         # after the oldest ended run held: every one of them is held, so a
         # deleted one shows.
-        self.window_after = min(j.updated_at for j in ended) if len(ended) >= self.ended_bound else _EPOCH
+        self.window_after = min(j.updated_at for j in ended) if len(ended) >= self.ended_bound else EPOCH
         self.n_window = sum(1 for j in rows if j.updated_at > self.window_after)
         active = [j for j in rows if j.status in ACTIVE_STATUSES]
         self.n_active = len(active)
@@ -105,17 +108,29 @@ class HeldRuns:
         self._ended = {j.id: j for j in ended}
         self._running = {}
         self.status_counts = {}
-        self._cancelling, self._stopping, self._quiet, self._stop_due = set(), set(), [], []
+        self._cancelling, self._stopping, self._stop_due = set(), set(), []
         for job in active:
             self.status_counts[job.status] = self.status_counts.get(job.status, 0) + 1
             if job.status == RUNNING:
                 self._running[job.id] = job
                 self._index_running(job)
-        self._quiet.sort()
         self._stop_due.sort()
         self._order_dirty = True
         self._ended_sorted = None
         self._rows_dirty = True
+
+    def trim(self, keep: set[str], window_after: datetime) -> None:
+        """Let go of the ended runs not in `keep` (a check of every held run: the active ones and the newest ended),
+        and count the marker's window from `window_after` (as a full read would)."""
+        gone = [key for key in self._ended if key not in keep]
+        for key in gone:
+            del self._ended[key]
+            del self._cache[key]
+        if gone:
+            self._ended_sorted = None
+            self._rows_dirty = True
+        self.window_after = window_after
+        self.n_window = sum(1 for job in self._cache.values() if job.updated_at > window_after)
 
     def put(self, job: JobRecord) -> None:
         """Hold `job` in place of what was held under its id, keeping the bookkeeping exact."""
@@ -172,10 +187,6 @@ class HeldRuns:
             self._stopping.add(job.id)
             if job.stop_overdue_at is not None:
                 self._add(self._stop_due, (job.stop_overdue_at, job.id), sorted_insert)
-        else:
-            due = job.stall_deadline(STALL_AFTER)
-            if due is not None:
-                self._add(self._quiet, (due, job.id), sorted_insert)
 
     @staticmethod
     def _add(keys: list[tuple[datetime, str]], key: tuple[datetime, str], sorted_insert: bool) -> None:
@@ -195,13 +206,8 @@ class HeldRuns:
         self._stopping.discard(job.id)
         if job.cancel_requested_at is not None:
             return
-        if job.stop_requested_at is not None:
-            if job.stop_overdue_at is not None:
-                self._remove(self._stop_due, (job.stop_overdue_at, job.id))
-            return
-        due = job.stall_deadline(STALL_AFTER)
-        if due is not None:
-            self._remove(self._quiet, (due, job.id))
+        if job.stop_requested_at is not None and job.stop_overdue_at is not None:
+            self._remove(self._stop_due, (job.stop_overdue_at, job.id))
 
     def view(self, now: datetime, show_ended: bool) -> tuple[JobRecord, ...]:
         """Active runs, newest first, then the newest ended ones (bounded); rebuilt only when something changed."""

@@ -19,8 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Input, Static
 
-from swarmkit.runtime.report import age
-from swarmkit.runtime.run_columns import burn_text
+from swarmkit.runtime.run_columns import burn_rate, burn_text
 from swarmkit.runtime.settings import default_actor
 from swarmkit.store.records import JobRecord
 from swarmkit.store.store_errors import is_store_fault
@@ -34,16 +33,22 @@ from swarmkit.widgets.state_counts import StateCounts, StoreSummary
 
 from .act_commands import ActCommands
 from .acting_screen import ActingScreen, problem_text
-from .burn_meter import BurnMeter
+from .burn_meter import BurnMeter, SpendMeter
 from .config import ConsoleConfig
 from .detail_screen import DetailScreen
+from .header_words import banner_text, data_age, empty_words, view_words
 from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
-from .run_views import clock_time, run_row
+from .run_views import run_row
 from .store_link import StoreLink
 from .usual_durations import UsualDurations
 
 log = logging.getLogger("swarmkit.console")
+
+# Columns whose values a running run's signs of work move (heartbeats, usage, log lines): the poll
+# reads those of the runs on screen only, so while the table sorts on one of them it reads every
+# running run's, for the order (poller.Poller.set_window).
+TICKING_SORTS = frozenset({"status", "last_work", "usage", "burn"})
 
 class MainScreen(DetailScreen):
     """Watches one store and acts on its runs."""
@@ -90,6 +95,8 @@ class MainScreen(DetailScreen):
         self._read_only_said = False
         self._empty_said: str | None = None  # what the empty table's place says now
         self.burn = BurnMeter()
+        self.spend = SpendMeter()
+        self._watched: frozenset[str] | None = None  # the runs the poller reads the signs of work of (None: all)
         self.usual = UsualDurations()
 
     # --- layout -----------------------------------------------------------------
@@ -201,6 +208,9 @@ class MainScreen(DetailScreen):
             jobs[job.id] = job
         # After a full read the runs shown may be others (a filter, a deleted row): the meter looks at all.
         self.burn.observe(snap.jobs, snap.at, changed=None if snap.full else changed)
+        if self._shown_view is not None and snap.text_filter != self._shown_view[0]:
+            self.spend.reset()  # the runs summed are others
+        self.spend.observe(snap.at, snap.running_cost, snap.cost_moved, snap.running)
         # Runs of another view than the last poll's (a filter set or cleared, ended runs shown or
         # hidden): the operator asked for them, and reads them from the top. Runs that merely
         # came in keep the cursor's run on its line. The table makes the rows of the changed
@@ -210,7 +220,7 @@ class MainScreen(DetailScreen):
         self._shown_view = view
         empty = self.part(Static, "#empty")
         empty.display = not snap.jobs
-        if not snap.jobs and (words := self._empty_words()) != self._empty_said:
+        if not snap.jobs and (words := empty_words(self.text_filter, self.show_ended, LINGER)) != self._empty_said:
             # Only when the words change: an update lays the whole screen out again
             # and repaints all of it, every poll of a store with nothing to show.
             self._empty_said = words
@@ -238,16 +248,6 @@ class MainScreen(DetailScreen):
             stopping = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if (j.flow, j.current_node) in wanted}
             self.part(RunTable).show(list(self.jobs), stopping)
 
-    def _empty_words(self) -> str:
-        if self.text_filter:
-            return f"No run matches the filter {safe(self.text_filter)!r}. Escape clears it."
-        if self.show_ended:
-            return "No runs in this store yet. Queue one with `swarmkit run FLOW --detach`, host it with `swarmkit worker`."
-        return (
-            f"No active runs, and none ended in the last {int(LINGER.total_seconds() // 60)} minutes. "
-            "Press e to show ended runs; queue one with `swarmkit run FLOW --detach`."
-        )
-
     def _tick(self) -> None:
         # A poll's apply refreshes the header too: with polls a second apart,
         # a second repaint of the screen each second would be for nothing.
@@ -257,19 +257,7 @@ class MainScreen(DetailScreen):
             self._show_banner()
 
     def _data_age(self) -> tuple[str, bool]:
-        if self._last_ok_at is None:
-            return "no data yet", self.problem is not None
-        seconds = (self.clock() - self._last_ok_at).total_seconds()
-        stale = self.problem is not None or seconds > max(3 * self.poll_interval, 5)
-        return f"{age(seconds)} old", stale
-
-    def _view_words(self) -> str:
-        words = f"all runs (ended: newest {self.poller.ended_bound})" if self.show_ended else (
-            f"active + ended in last {int(LINGER.total_seconds() // 60)}m (e: all)"
-        )
-        if self.text_filter:
-            words += f" · filter {self.text_filter!r}"
-        return words
+        return data_age(self.clock(), self._last_ok_at, self.problem, self.poll_interval)
 
     def _summary(self) -> StoreSummary:
         snap = self.snapshot
@@ -280,14 +268,25 @@ class MainScreen(DetailScreen):
             counts=snap.counts if snap else {},
             data_age=data_age,
             stale=stale,
-            burn=burn_text(self.burn.total(self.clock())) if snap else "",
+            burn=burn_text(self._burn()) if snap else "",
             # Filtered, a poll reads only the runs that match: the meter sees only their spending.
             burn_filtered=snap is not None and snap.text_filter is not None,
-            view=self._view_words(),
+            view=view_words(self.text_filter, self.show_ended, LINGER, self.poller.ended_bound),
             read_only=self.read_only,
             clock=self.clock().strftime("%H:%M:%S UTC"),
             warning=self.link.stale_warning or "",
         )
+
+    def _burn(self) -> float | None:
+        """The header's burn: what the running runs spent together over the last minute watched."""
+        now = self.clock()
+
+        def newly() -> float | None:
+            # Watched for a few seconds only: each running run's rate since it started (a pass over
+            # the runs held, for the first seconds only).
+            return sum(burn_rate(job, now) or 0.0 for job in self.jobs.values() if job.status == "running")
+
+        return self.spend.total(now, newly)
 
     def _refresh_header(self) -> None:
         self.part(StateCounts).show(self._summary())
@@ -301,19 +300,7 @@ class MainScreen(DetailScreen):
             if warning is not None:
                 banner.update(Text.assemble(("⚠ ", "bold"), safe(warning)))
             return
-        text = Text(no_wrap=False)
-        if self.problem is not None:
-            text.append("⚠ store unavailable: ", style="bold")
-            text.append(safe(self.problem))
-        else:
-            text.append("⚠ ", style="bold")
-            text.append(f"the store has not answered for {age(slow)} (busy, or locked by another process?)")
-        if self._last_ok_at is not None:
-            text.append(f" — showing the data read at {clock_time(self._last_ok_at)} ({self._data_age()[0]})")
-        else:
-            text.append(" — no data read yet")
-        if self.problem is not None and self.schedule.retry_delay is not None:
-            text.append(f"; retrying every {self.schedule.retry_delay:g}s (attempt {self.failures})")
+        text = banner_text(self.problem, slow, self._last_ok_at, self._data_age()[0], self.schedule.retry_delay, self.failures)
         banner.update(text)
         banner.display = True
 
@@ -322,6 +309,25 @@ class MainScreen(DetailScreen):
     @on(RunTable.RowSelected)
     def _row_selected(self, event: RunTable.RowSelected) -> None:
         self.action_logs()
+
+    @on(RunTable.WindowChanged)
+    def _window_changed(self, event: RunTable.WindowChanged) -> None:
+        self._watch(event.table)
+
+    @on(RunTable.Sorted)
+    def _sorted(self, event: RunTable.Sorted) -> None:
+        self._watch(event.table)
+
+    def _watch(self, table: RunTable) -> None:
+        """Tell the poller which runs to read the signs of work of: the runs on screen (or, sorted on a
+        column they move, every running run's). Runs that come into view are read at once."""
+        keys = None if table.sort_column in TICKING_SORTS else frozenset(table.visible_keys())
+        if keys is not None and self._watched is not None:
+            # Runs that left the screen tick unread: back in view, their burn is measured from then.
+            self.burn.forget(self._watched - keys)
+        self._watched = keys
+        if self.poller.set_window(keys):
+            self.poll_now()
 
     # --- view actions ---------------------------------------------------------------
 

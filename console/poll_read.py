@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 # before SQLAlchemy is loaded.
 from swarmkit.store.reads import (
     ChangeMarker,
+    RunningTally,
     change_marker,
     count_live_workers,
     current_counts,
@@ -21,14 +22,17 @@ from swarmkit.store.reads import (
     jobs_changed_after,
     lease_expired,
     list_jobs,
+    read_keys,
+    running_active_among,
     running_active_since,
+    running_tally,
     skewed_workers,
     updated_between,
 )
 from swarmkit.store.records import STALL_AFTER, JobRecord
 from swarmkit.store.statuses import ACTIVE_STATUSES
 
-from .held_runs import HeldRuns
+from .held_runs import EPOCH, HeldRuns
 
 # How far a writer's clock may lag ours: the updates this far before the newest seen are read again.
 SKEW = timedelta(seconds=5)
@@ -49,6 +53,11 @@ class PollPlan:
     event_since: datetime | None
     focus: str | None
     peek: int = 0  # the first read: the newest this many runs of each kind; 0: all of them
+    # The runs on screen: only theirs of the running rows' signs of work are read (the others tick
+    # unread; issue 31). None: every running row's (a filter, a sort on a column they move).
+    window: tuple[str, ...] | None = None
+    gained: tuple[str, ...] = ()  # of those, the ones not read fresh since they came into view: read whole
+    recheck: bool = False  # check every held run's update against the store's, by (id, updated_at)
 
 
 @dataclass
@@ -65,6 +74,10 @@ class PollRead:
     skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
     shown_counts: dict[str, int] = field(default_factory=dict)  # filtered full reads: the store's stopping/cancelling/stalled
     partial: bool = False  # a peek that did not hold everything
+    tally: RunningTally | None = None  # unfiltered: the store's count of stalled runs and the running runs' cost
+    # PollPlan.recheck: the runs to hold from now on, and the start of the marker's window they make.
+    rechecked: set[str] | None = None
+    window_after: datetime | None = None
 
 
 def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
@@ -82,6 +95,19 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
         if plan.text_filter is not None:
             # The cache holds what matches; SQL applies the filter again on any change.
             full = marker.latest != prev.latest or marker.active != prev.active
+        elif plan.recheck:
+            # Every held run's update against the store's, narrow: whole rows only where one
+            # differs. Catches what the marker cannot (a row changed in place by a writer whose
+            # clock lags ours by more than SKEW) without reading every run whole.
+            active, ended = read_keys(conn, held.ended_bound)
+            stale = [key for key, at in active + ended if (kept := held.get(key)) is None or kept.updated_at != at]
+            got.rows = get_jobs(conn, stale)
+            # From here on the poller holds exactly these runs (HeldRuns.trim lets go of the ended ones
+            # pushed out since the last full read), and the marker counts the window they start.
+            got.rechecked = {key for key, _ in active + ended}
+            got.window_after = ended[-1][1] if len(ended) >= held.ended_bound else EPOCH
+            got.marker = marker = change_marker(conn, got.window_after)
+            got.counts = current_counts(conn, plan.now - held.linger)
         elif marker.latest == prev.latest:
             # Nothing moved the newest update; yet a deleted row, or a row
             # written with a lagging clock, shows in the counts.
@@ -109,8 +135,16 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
             from swarmkit.store.queries import shown_running_counts  # late: built with SQLAlchemy, as a filter is
 
             got.shown_counts = shown_running_counts(conn, plan.now - STALL_AFTER)
-    elif plan.event_since is not None:
-        got.running = running_active_since(conn, plan.event_since)
+    else:
+        if plan.event_since is not None:
+            if plan.window is None:
+                got.running = running_active_since(conn, plan.event_since)
+            else:
+                got.running = running_active_among(conn, plan.event_since, plan.window)
+        if plan.gained:
+            got.running += get_jobs(conn, plan.gained)
+    if plan.text_filter is None:
+        got.tally = running_tally(conn, plan.now, STALL_AFTER)
     if plan.focus is not None:
         got.focus = get_job(conn, plan.focus)
     got.workers = count_live_workers(conn, plan.lease_s, plan.now)

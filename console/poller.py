@@ -10,15 +10,21 @@ a handful of index entries:
 - the change marker: the newest `updated_at`, the count of active rows and
   the count of rows updated after the oldest ended run on show;
 - running rows whose `last_event_at` moved (log lines and heartbeats do not
-  touch `updated_at`);
+  touch `updated_at`), of the runs on screen only (`set_window`): the others
+  tick unread, and a run that comes into view is read whole at once;
+- what the header says of every running run, from index ranges
+  (`running_tally`): how many show stalled, and their cost together;
 - the run the detail pane shows, and the live workers.
 
 The poller holds every active run and the newest ended ones, and keeps what
 it derives from them (the order shown, the counts, the shown statuses) up to
-date row by row (`HeldRuns`, held_runs.py): a poll costs what changed, not
-what is held. Whatever it holds after a poll must agree with the marker's
-counts; when it does not (a row was deleted, or written by a host whose clock
-lags ours by more than SKEW), everything is read again. Measured in bench/console_poll.py.
+date row by row (`HeldRuns`, held_runs.py): a poll costs what changed and
+what is on screen, not what is held (issue 31: bench/console_scale.py).
+Whatever it holds after a poll must agree with the marker's counts; when it
+does not (a row was deleted), everything is read again; and every
+FULL_EVERY_S each held run's update is checked against the store's, narrow
+(a row written by a host whose clock lags ours by more than SKEW). Measured
+in bench/console_poll.py.
 
 The poller decides what a poll reads (`PollPlan`) and folds in what it read; the
 reads themselves, in their one transaction, are poll_read.py's (`read_poll`).
@@ -29,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -52,8 +58,8 @@ ENDED_BOUND = 200
 # Runs that ended this recently stay in the default view, so an operator sees
 # how what they just did (or watched) ended.
 LINGER = timedelta(minutes=10)
-# Now and then read everything again: catches what the counts cannot (a row
-# changed in place by a writer whose clock lags ours by more than SKEW).
+# Now and then check every held run's update against the store's (PollPlan.recheck): catches
+# what the counts cannot (a row changed in place by a writer whose clock lags ours by more than SKEW).
 FULL_EVERY_S = 30.0
 # The first read of a poller takes the newest this many active runs and ended
 # ones: a screenful (a terminal of up to 100 lines), shown at once; the next poll,
@@ -85,6 +91,13 @@ class Snapshot:
     # The running runs a stop was asked of (their ETA's node durations are read for them), newest
     # first: the poller keeps them indexed, so no poll walks every active run to find them.
     stop_asked: tuple[JobRecord, ...] = ()
+    # What the running runs shown cost together (unfiltered: every running run's, the store's sum),
+    # and the cost that left them since the last poll (runs that stopped or ended, at their cost
+    # now) less the cost that joined them (runs that began or resumed, at their cost before):
+    # what the header's burn is measured from (burn_meter.SpendMeter).
+    running_cost: float = 0.0
+    cost_moved: float = 0.0
+    running: int = 0  # running runs (of those shown), whatever their shown status
 
 
 class Poller:
@@ -108,6 +121,13 @@ class Poller:
         self.held = HeldRuns(ended_bound, linger)
         self._marker: ChangeMarker | None = None
         self._filter: str | None = None
+        # The runs on screen (set_window), and those of them read fresh since they came into view
+        # (None: every run is, read by the last poll).
+        self._window: frozenset[str] | None = None  # until told (set_window): every running run
+        self._window_read: frozenset[str] | None = frozenset()
+        self._cost_moved = 0.0
+        self._tally_stalled = 0
+        self._running_cost = 0.0
         self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
         self._partial = False
@@ -139,6 +159,13 @@ class Poller:
     def forget(self) -> None:
         """Read everything again next time (after a fault, the cache may be of another store)."""
         self._marker = None
+
+    def set_window(self, keys: Collection[str] | None) -> bool:
+        """Read the running rows' signs of work of these runs only (the runs on screen); None: of every
+        running run (the table sorts on a value they move). True when some of them are not fresh: a
+        poll now shows them fresh."""
+        self._window = None if keys is None else frozenset(keys)
+        return self._window_read is not None and (self._window is None or not self._window <= self._window_read)
 
     # --- the poll -------------------------------------------------------------
 
@@ -174,20 +201,23 @@ class Poller:
                 lost_check = str(exc)
                 log.info("marking lost runs failed: %s", exc)
             got = await self._read(store, replace(plan, check_lease=False))
-        fetched, whole = self._take(got, text_filter, read_at)
+        fetched, whole = self._take(got, plan, read_at)
         if not got.full and text_filter is None and got.marker is not None and (self.held.n_active, self.held.n_window) != (got.marker.active, got.marker.window):
             # What we hold disagrees with the store (a row deleted, or changed by
             # a writer whose clock lags ours more than SKEW): read it all again.
-            got = await self._read(store, replace(plan, full=True, check_lease=False, window_after=None))
-            more, more_whole = self._take(got, text_filter, read_at)
+            plan = replace(plan, full=True, check_lease=False, window_after=None)
+            got = await self._read(store, plan)
+            more, more_whole = self._take(got, plan, read_at)
             fetched, whole = fetched + more, whole + more_whole
         now = self.clock()
         jobs = self.held.view(now, show_ended)
         counts = self._counts()
+        running = counts.get(RUNNING, 0)
         # Shown statuses (stopping, cancelling, stalled) are derived from running
         # rows, by the rule of JobRecord.display_status.
         if self._filter is None:
             shown = self.held.shown_counts(now)
+            shown["stalled"] = self._tally_stalled
         else:
             # Filtered, the poller holds only what matches: the whole store's shown
             # counts come with each full read, so the bar keeps one vocabulary.
@@ -214,15 +244,22 @@ class Poller:
             changed=changed,
             runs_version=self.held.runs_version,
             stop_asked=self.held.stop_asked(),
+            running_cost=self._running_cost,
+            running=running,
+            cost_moved=self._take_cost_moved(),
         )
 
+    def _take_cost_moved(self) -> float:
+        moved, self._cost_moved = self._cost_moved, 0.0
+        return moved
+
     def _plan(self, text_filter: str | None) -> PollPlan:
-        full = (
-            self._marker is None
-            or text_filter != self._filter
-            or time.monotonic() - self._last_full > FULL_EVERY_S
-        )
+        full = self._marker is None or text_filter != self._filter or self._partial
+        due = time.monotonic() - self._last_full > FULL_EVERY_S
+        if text_filter is not None:
+            full = full or due  # filtered, the held runs are only the matching: read them again
         unfiltered = not full and text_filter is None
+        window = None if text_filter is not None or self._window is None else tuple(self._window)
         return PollPlan(
             text_filter=text_filter,
             full=full,
@@ -235,6 +272,9 @@ class Poller:
             event_since=None if full or self._last_read_at is None else self._last_read_at - SKEW,
             focus=self.focus,
             peek=PEEK if not self._peeked and text_filter is None else 0,  # as in _poll
+            window=window,
+            gained=() if full or window is None or (read := self._window_read) is None else tuple(key for key in window if key not in read),
+            recheck=unfiltered and due,
         )
 
     async def _read(self, store: PollStore, plan: PollPlan) -> PollRead:
@@ -250,28 +290,26 @@ class Poller:
 
     # --- what the poller holds ---------------------------------------------------
 
-    def _take(self, got: PollRead, text_filter: str | None, read_at: datetime) -> tuple[int, int]:
+    def _take(self, got: PollRead, plan: PollPlan, read_at: datetime) -> tuple[int, int]:
         """Fold one poll's reads into the cache and the counts; returns how many rows were read (all, whole)."""
+        text_filter = plan.text_filter
         assert got.marker is not None
         whole = len(got.rows) + len(got.running) + (1 if got.focus is not None else 0)
         narrow = {job_id for job_id, _ in got.narrow} - {j.id for j in got.rows}
+        held = self.held
+        held_only = not got.full and text_filter is not None  # filtered: only rows already shown are refreshed
+        read = {job.id: job for job in (*got.rows, *got.running, *((got.focus,) if got.focus is not None else ()))}
+        moved = sum(self._cost_moved_by(job) for key, job in read.items() if not held_only or key in held)
         if got.full:
-            self.held.reset(got.rows)
-            if got.focus is not None and got.focus.id in self.held:
-                self.held.put(got.focus)
+            held.reset(got.rows)
+            if got.focus is not None and got.focus.id in held:
+                held.put(got.focus)
             # After a partial first read, the next poll reads everything.
             self._last_full = float("-inf") if got.partial else time.monotonic()
             self._partial = got.partial
             self._peeked = True
-            counts = got.counts or {}
             self._shown_active = dict(got.shown_counts)
-            self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
-            self._ended_counts = {s: n for s, n in counts.items() if s not in ACTIVE_STATUSES}
-            self._ended_since = {}
-            self._recount_latest = got.marker.latest
         else:
-            held_only = text_filter is not None  # filtered: only rows already shown are refreshed
-            held = self.held
             for job in got.rows:
                 if not held_only or job.id in held:
                     held.put(job)
@@ -280,16 +318,46 @@ class Poller:
                     held.put(job)
             if got.focus is not None and got.focus.id in held:
                 held.put(got.focus)
-            if got.counts is not None:
+            if got.rechecked is not None:
+                assert got.window_after is not None
+                held.trim(got.rechecked, got.window_after)
+                self._last_full = time.monotonic()
+            elif got.counts is not None:
                 self._active_counts = dict(got.counts)
             for job in got.rows:
                 if job.status not in ACTIVE_STATUSES and (self._recount_latest is None or job.updated_at > self._recount_latest):
                     self._ended_since[job.id] = job.status
+        if got.full or got.rechecked is not None:
+            counts = got.counts or {}
+            self._active_counts = {s: n for s, n in counts.items() if s in ACTIVE_STATUSES}
+            self._ended_counts = {s: n for s, n in counts.items() if s not in ACTIVE_STATUSES}
+            self._ended_since = {}
+            self._recount_latest = got.marker.latest
+        if got.tally is not None:
+            self._tally_stalled = got.tally.stalled
+            self._running_cost = got.tally.cost
+        else:
+            self._running_cost = held.running_cost()
+        self._cost_moved += moved
+        # Read fresh now: the runs that were on screen when the poll was planned; every run, after a full
+        # read or a poll of every running row.
+        self._window_read = None if got.full or plan.window is None else frozenset(plan.window)
         self._marker = got.marker
         self._filter = text_filter
         self._workers = got.workers
         self._last_read_at = read_at
         return whole + len(narrow), whole
+
+    def _cost_moved_by(self, job: JobRecord) -> float:
+        """What this record, in place of the one held, moves into or out of the running runs' cost together."""
+        old = self.held.get(job.id)
+        was = old is not None and old.status == RUNNING
+        if was == (job.status == RUNNING):
+            return 0.0
+        if was:
+            return job.cost  # it left, with all it spent (its new record's cost)
+        # It joined: from its cost before (a run held, or first seen now: what it costs now, not money spent since the last poll).
+        return -(old.cost if old is not None else job.cost)
 
     def _counts(self) -> dict[str, int]:
         counts = dict(self._ended_counts)

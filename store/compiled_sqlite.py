@@ -182,6 +182,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'datetime',
                          'datetime',
                          None)),
+ 'ACTIVE_KEYS': ('SELECT jobs.id, jobs.updated_at AS updated_at \nFROM jobs \nWHERE jobs.status IN (__[POSTCOMPILE_status_1])',
+                 {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
+                 {},
+                 ('id', 'updated_at'),
+                 (None, 'datetime')),
  'ADD_WORKSPACE': ('INSERT INTO workspaces (job_id, path, state, created_at, updated_at, host) VALUES (:b_job_id, :b_path, :state, :b_at, '
                    ':b_at, :b_host)',
                    {'state': 'active'},
@@ -432,6 +437,14 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'datetime',
                  'datetime',
                  None)),
+ 'ENDED_KEYS': ('SELECT jobs.id, jobs.updated_at AS updated_at \n'
+                'FROM jobs \n'
+                'WHERE (jobs.status NOT IN (__[POSTCOMPILE_status_1])) ORDER BY jobs.updated_at DESC\n'
+                ' LIMIT :b_limit OFFSET :param_1',
+                {'param_1': 0, 'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
+                {},
+                ('id', 'updated_at'),
+                (None, 'datetime')),
  'ENDED_SINCE': ('SELECT jobs.status \nFROM jobs \nWHERE jobs.updated_at >= :b_since AND (jobs.status NOT IN (__[POSTCOMPILE_status_1]))',
                  {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
                  {'b_since': 'datetime'},
@@ -1555,6 +1568,90 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
              'stop_requested_at': 'datetime'},
             (),
             ()),
+ 'RUNNING_ACTIVE_AMONG': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
+                          'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
+                          'jobs.stop_requested_at AS stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS '
+                          'cancel_requested_at, jobs.cancel_requested_by, jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, '
+                          'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
+                          'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
+                          'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
+                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                          'FROM jobs \n'
+                          'WHERE jobs.status = :status_1 AND jobs.last_event_at > :b_since AND jobs.id IN (__[POSTCOMPILE_b_ids])',
+                          {'status_1': 'running'},
+                          {'b_since': 'datetime'},
+                          ('id',
+                           'flow',
+                           'flow_path',
+                           'flow_source',
+                           'inputs',
+                           'status',
+                           'created_at',
+                           'updated_at',
+                           'started_at',
+                           'ended_at',
+                           'stop_requested_at',
+                           'stop_requested_by',
+                           'cancel_requested_at',
+                           'cancel_requested_by',
+                           'cancel_keep',
+                           'epoch',
+                           'host',
+                           'pid',
+                           'heartbeat_at',
+                           'last_event_at',
+                           'current_node',
+                           'step',
+                           'steps',
+                           'tokens',
+                           'cost',
+                           'error',
+                           'pending_gate',
+                           'approved_step',
+                           'workspace_root',
+                           'heartbeat_mono',
+                           'flow_modules',
+                           'node_started_at',
+                           'stop_now',
+                           'stall_at',
+                           'stop_overdue_at',
+                           'lease_s'),
+                          (None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           'datetime',
+                           'datetime',
+                           'datetime',
+                           'datetime',
+                           'datetime',
+                           None,
+                           'datetime',
+                           None,
+                           'bool',
+                           None,
+                           None,
+                           None,
+                           'datetime',
+                           'datetime',
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           None,
+                           'datetime',
+                           'bool',
+                           'datetime',
+                           'datetime',
+                           None)),
  'RUNNING_ACTIVE_SINCE': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                           'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
                           'jobs.stop_requested_at AS stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at AS '
@@ -1639,6 +1736,20 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'datetime',
                            'datetime',
                            None)),
+ 'RUNNING_TALLY': ('SELECT (SELECT count(*) AS count_1 \n'
+                   'FROM jobs \n'
+                   'WHERE jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL AND jobs.stop_requested_at IS NULL AND '
+                   'jobs.stall_at < :b_now) AS anon_1, (SELECT count(*) AS count_2 \n'
+                   'FROM jobs \n'
+                   'WHERE jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL AND jobs.stop_requested_at IS NULL AND '
+                   'jobs.stall_at IS NULL AND coalesce(jobs.last_event_at, jobs.started_at) < :b_cutoff) AS anon_2, (SELECT '
+                   'coalesce(sum(jobs.cost), :coalesce_2) AS coalesce_1 \n'
+                   'FROM jobs \n'
+                   'WHERE jobs.status = :status_2) AS anon_3',
+                   {'coalesce_2': 0.0, 'status_1': 'running', 'status_2': 'running'},
+                   {'b_cutoff': 'datetime', 'b_now': 'datetime', 'coalesce_2': 'float'},
+                   ('anon_1', 'anon_2', 'anon_3'),
+                   (None, None, None)),
  'RUNS_WITH_DESTROYS_DUE': ('SELECT DISTINCT workspaces.job_id \n'
                             'FROM workspaces \n'
                             'WHERE workspaces.state = :state_1 AND workspaces.host = :b_host',

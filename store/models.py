@@ -136,6 +136,9 @@ jobs = Table(
     Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
     # A flow's newest runs, for a node's usual duration (migration 0004).
     Index("ix_jobs_flow_created", "flow", "created_at"),
+    # The console's header without a pass over the running rows (migration 0008): how many show
+    # stalled (a range of stall_at), and their cost together (read from the index alone).
+    Index("ix_jobs_status_stall", "status", "stall_at", "cost"),
 )
 
 checkpoints = Table(

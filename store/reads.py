@@ -10,7 +10,7 @@ other queries.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from . import clock
 from .named import S
@@ -165,6 +165,11 @@ def change_marker(conn: Connection, window_after: datetime | None = None) -> Cha
     return ChangeMarker(latest, int(row[1]), int(row[2]) if window_after is not None else 0, window_after)
 
 
+def read_keys(conn: Connection, ended_limit: int) -> tuple[list[tuple[str, datetime]], list[tuple[str, datetime]]]:
+    """(id, updated_at) of the rows `list_jobs` reads, narrow: every active run; the newest `ended_limit` ended ones, newest first."""
+    return ([(r[0], r[1]) for r in conn.execute(S.ACTIVE_KEYS)], [(r[0], r[1]) for r in conn.execute(S.ENDED_KEYS, {"b_limit": ended_limit})])
+
+
 def jobs_changed_after(conn: Connection, after: datetime) -> list[JobRecord]:
     """Rows updated strictly after `after` (the newest update a reader saw last time)."""
     return [_job(r) for r in conn.execute(S.CHANGED_AFTER, {"b_after": after})]
@@ -182,7 +187,8 @@ def updated_between(conn: Connection, start: datetime, end: datetime) -> list[tu
 
 def get_jobs(conn: Connection, ids: Iterable[str]) -> list[JobRecord]:
     ids = list(ids)
-    return [_job(r) for r in conn.execute(S.GET_JOBS, {"b_ids": ids})] if ids else []
+    # In slices: SQLite binds at most 32,766 values a statement.
+    return [_job(r) for i in range(0, len(ids), 10_000) for r in conn.execute(S.GET_JOBS, {"b_ids": ids[i : i + 10_000]})]
 
 
 def current_counts(conn: Connection, ended_since: datetime) -> dict[str, int]:
@@ -212,6 +218,25 @@ def running_active_since(conn: Connection, since: datetime) -> list[JobRecord]:
     and the last-work column are derived from it. (A pass over the running
     rows in SQL, cheap for the running runs there are; not indexed, see migration 0002.)"""
     return [_job(r) for r in conn.execute(S.RUNNING_ACTIVE_SINCE, {"b_since": since})]
+
+
+def running_active_among(conn: Connection, since: datetime, ids: Sequence[str]) -> list[JobRecord]:
+    """`running_active_since`, of these runs only (the console's screen): the others tick unread."""
+    return [_job(r) for r in conn.execute(S.RUNNING_ACTIVE_AMONG, {"b_since": since, "b_ids": list(ids)})] if ids else []
+
+
+@dataclass(frozen=True)
+class RunningTally:
+    """What the console's header says of every running run, read without a pass over them."""
+
+    stalled: int  # shown stalled at `now` (cancelling and stopping runs are not)
+    cost: float  # their cost together
+
+
+def running_tally(conn: Connection, now: datetime, stall_after: timedelta) -> RunningTally:
+    """How many running runs show stalled at `now` (`stall_after`: for a row whose host set no `stall_at`), and their cost together."""
+    row = conn.execute(S.RUNNING_TALLY, {"b_now": now, "b_cutoff": now - stall_after}).one()
+    return RunningTally(int(row[0] or 0) + int(row[1] or 0), float(row[2] or 0.0))
 
 
 def count_live_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> int:

@@ -148,6 +148,13 @@ WORKER_SKEW_SQLITE = _skew(True)
 
 # Its first read: the newest screenful of active runs (then ENDED_JOBS), shown before the rest is read.
 ACTIVE_JOBS_NEWEST = ACTIVE_JOBS.limit(bindparam("b_limit"))
+# Its check every FULL_EVERY_S: the same rows as ACTIVE_JOBS and ENDED_JOBS, by (id, updated_at) only; whole rows
+# are read only where an update differs from what the console holds.
+ACTIVE_KEYS = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at")).where(jobs.c.status.in_(_ACTIVE))
+ENDED_KEYS = (
+    select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at"))
+    .where(jobs.c.status.not_in(_ACTIVE)).order_by(jobs.c.updated_at.desc()).limit(bindparam("b_limit"))
+)
 # The change marker (store.reads.ChangeMarker): the newest update, the active rows, and the
 # rows updated after a window's start (the oldest ended run the console holds).
 _LATEST = select(func.max(jobs.c.updated_at)).scalar_subquery()
@@ -164,6 +171,19 @@ UPDATED_BETWEEN = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).l
 GET_JOBS = select(*_JOB_COLS).where(jobs.c.id.in_(bindparam("b_ids", expanding=True)))
 # Log lines and heartbeats move last_event_at, not updated_at (a pass over the running rows).
 RUNNING_ACTIVE_SINCE = select(*_JOB_COLS).where(jobs.c.status == RUNNING, jobs.c.last_event_at > bindparam("b_since", type_=UTCDateTime()))
+# The same, for the runs on the console's screen only: the others tick unread (issue 31).
+RUNNING_ACTIVE_AMONG = RUNNING_ACTIVE_SINCE.where(jobs.c.id.in_(bindparam("b_ids", expanding=True)))
+# What the console's header says of every running run, from ranges of ix_jobs_status_stall, never a
+# pass over the rows: how many show stalled (JobRecord.display_status: past their stall_at; a row whose
+# host set none, by its last sign of work), and what they cost together (the header's burn).
+_QUIET = and_(jobs.c.status == RUNNING, jobs.c.cancel_requested_at.is_(None), jobs.c.stop_requested_at.is_(None))
+RUNNING_TALLY = select(
+    select(func.count()).select_from(jobs).where(_QUIET, jobs.c.stall_at < bindparam("b_now", type_=UTCDateTime())).scalar_subquery(),
+    select(func.count()).select_from(jobs).where(
+        _QUIET, jobs.c.stall_at.is_(None), func.coalesce(jobs.c.last_event_at, jobs.c.started_at) < bindparam("b_cutoff", type_=UTCDateTime())
+    ).scalar_subquery(),
+    select(func.coalesce(func.sum(jobs.c.cost), 0.0)).where(jobs.c.status == RUNNING).scalar_subquery(),
+)
 ACTIVE_COUNTS = select(jobs.c.status, func.count()).where(jobs.c.status.in_(_ACTIVE)).group_by(jobs.c.status)
 # Counted by the reader, not by GROUP BY: grouping makes SQLite walk the status index instead of the updated_at range.
 ENDED_SINCE = select(jobs.c.status).where(jobs.c.updated_at >= bindparam("b_since", type_=UTCDateTime()), jobs.c.status.not_in(_ACTIVE))

@@ -24,6 +24,7 @@ SCRIPTS = {
     "throughput.py": "node boundaries/s over the window",
     "console_poll.py": "full reload / changed-rows poll",
     "console_render.py": "peak memory",
+    "console_scale.py": "first paint with 300 runs in history",
     "cli_start.py": "sqlite3: stop ID",
     "logs.py": "lag: printed -> painted on screen",
     "wal.py": "WAL largest",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert
 
-from swarmkit.console.burn_meter import BurnMeter
+from swarmkit.console.burn_meter import BurnMeter, SpendMeter
 from swarmkit.console.run_views import run_row
 from swarmkit.runtime.run_columns import COLUMNS, RunView, burn_rate, burn_text, cell_width, cells, runs_table, stop_eta, usual
 from swarmkit.store import Store
@@ -87,37 +87,56 @@ def test_the_burn_rate_is_the_cost_per_minute_over_the_last_minute_watched():
     idle = t0 + timedelta(seconds=121)
     meter.observe([record(cost=2.0)], idle)
     assert burn_rate(record(cost=2.0), idle, meter.since(record().id, idle)) == 0.0
-    assert meter.total(idle) == 0.0
     meter.observe([record(status="stopped", cost=2.0)], idle)
-    assert meter.total(idle) is None and burn_rate(record(status="stopped"), idle) is None
+    assert meter.since(record().id, idle) is None and burn_rate(record(status="stopped"), idle) is None
+    # Off screen, a run ticks unread: back in view it is measured from then, never across the time unwatched.
+    meter.observe([record(cost=2.0)], idle)
+    meter.forget([record().id])
+    back = idle + timedelta(minutes=10)
+    meter.observe([record(cost=12.0)], back)
+    assert meter.since(record().id, back) == (back, 12.0)
     assert [burn_text(r) for r in (None, 0, 0.0042, 0.123, 1.26, 42.4)] == ["-", "$0/m", "$0.004/m", "$0.12/m", "$1.3/m", "$42/m"]
 
 
-def test_the_total_burn_is_every_running_runs_rate_summed_whether_polls_bring_all_records_or_the_changed():
-    """The header's total looks only at runs whose cost stepped within the window; it must be the plain sum."""
+def test_the_header_burn_is_what_every_run_spent_in_the_last_minute_though_runs_end_and_begin():
+    """SpendMeter sees only the running runs' cost together and what joined or left it (poller.py's
+    Snapshot.cost_moved): its rate must be the money every run spent within the window, watched."""
     import random
 
     rng = random.Random(7)
-    full, incremental = BurnMeter(), BurnMeter()
-    runs = {f"{i:032x}": record(id=f"{i:032x}", cost=float(i % 3)) for i in range(40)}
+    meter = SpendMeter()
+    runs = {f"{i:032x}": ("running" if i % 4 else "queued", float(i % 3)) for i in range(40)}
+    spent: list[tuple[datetime, float]] = []  # (time, what every run spent since the first poll): the truth
+    total = 0.0
     at = NOW
-    for tick in range(150):
-        at += timedelta(seconds=rng.choice([1, 1, 2, 7]))
-        changed = []
-        for key in rng.sample(sorted(runs), 4):
-            job = runs[key]
-            if job.status == "running" and rng.random() < 0.05:
-                runs[key] = record(id=key, status="stopped", cost=job.cost)
-            elif job.status == "running":
-                runs[key] = record(id=key, cost=job.cost + rng.choice([0.0, 0.01, 0.5]))
-            changed.append(runs[key])
-        full.observe(list(runs.values()), at)
-        # The first poll is a full read (Snapshot.changed None); after it, only what changed.
-        incremental.observe(list(runs.values()), at, changed=changed if tick else None)
-        running = [j for j in runs.values() if j.status == "running"]
-        plain = sum(burn_rate(j, at, full.since(j.id, at)) or 0.0 for j in running) if running else None
-        assert full.total(at) == pytest.approx(plain) and incremental.total(at) == pytest.approx(plain), tick
-    assert any(j.status == "stopped" for j in runs.values()), "some runs ended on the way"
+    for tick in range(200):
+        at += timedelta(seconds=rng.choice([1, 1, 2, 5]))
+        moved = 0.0
+        for key in rng.sample(sorted(runs), 6):
+            status, cost = runs[key]
+            if status == "running" and rng.random() < 0.1:
+                runs[key] = ("stopped", cost)
+                moved += cost  # it left with its cost
+            elif status != "running" and rng.random() < 0.3:
+                runs[key] = ("running", cost)
+                moved -= cost  # it joined with its cost before
+            elif status == "running":
+                step = rng.choice([0.0, 0.01, 0.5])
+                runs[key] = (status, cost + step)
+                total += step if tick else 0.0
+        running = [cost for status, cost in runs.values() if status == "running"]
+        meter.observe(at, sum(running), moved if tick else 0.0, len(running))
+        spent.append((at, total))
+        start = at - timedelta(seconds=60)
+        base_at, base = next(((t, s) for t, s in reversed(spent) if t <= start), spent[0])
+        since = max(base_at, start)
+        if at - since >= timedelta(seconds=10):
+            assert meter.total(at, lambda: None) == pytest.approx((total - base) / ((at - since).total_seconds() / 60)), tick
+        else:
+            assert meter.total(at, lambda: -1.0) == -1.0, "watched under 10 s: the rates since each run started"
+    assert any(status == "stopped" for status, _ in runs.values()), "some runs stopped on the way"
+    meter.observe(at, 0.0, sum(cost for status, cost in runs.values() if status == "running"), 0)
+    assert meter.total(at, lambda: None) is None, "none runs: no burn"
 
 
 def test_a_nodes_usual_duration_is_read_from_the_flows_past_runs(store_url: str, workspace: Path):

@@ -82,6 +82,18 @@ class RunTable(RowLines, can_focus=True):
     class RowSelected(_RowMessage):
         """Enter, or a double click on a row."""
 
+    class WindowChanged(Message):
+        """The runs on screen are others than before (a scroll, a resize, a sort, runs that came or went)."""
+
+        def __init__(self, table: RunTable, keys: tuple[str, ...]) -> None:
+            super().__init__()
+            self.table = table
+            self.keys = keys
+
+        def can_replace(self, message: Message) -> bool:
+            # A scroll by the wheel moves the window many times between two reads of it: the newest tells all.
+            return isinstance(message, RunTable.WindowChanged) and message.table is self.table
+
     class Sorted(Message):
         def __init__(self, table: RunTable, column: str | None, reverse: bool) -> None:
             super().__init__()
@@ -97,6 +109,7 @@ class RunTable(RowLines, can_focus=True):
         # Shown runs whose values changed while off screen: their rows are made from
         # `row_source` when they come into view, or before anything reads them all (a sort).
         self._stale: set[str] = set()
+        self._window: tuple[str, ...] = ()  # the runs on screen, as last announced
 
     # --- what is shown ------------------------------------------------------------
 
@@ -250,6 +263,7 @@ class RunTable(RowLines, can_focus=True):
         at = self._positions().get(cursor_key, 0) if cursor_key is not None else 0
         self._settle_cursor(cursor_key, min(at, max(0, self.scrollable_content_region.height - 2)))
         self.refresh()
+        self.refresh_visible()  # other runs are on screen now
         self.post_message(self.Sorted(self, column, reverse))
         self._announce()
 
@@ -282,7 +296,11 @@ class RunTable(RowLines, can_focus=True):
             return 0
         n = 0
         stale = self._stale
-        for key in self.visible_keys():
+        window = tuple(self.visible_keys())
+        if window != self._window:
+            self._window = window
+            self.post_message(self.WindowChanged(self, window))
+        for key in window:
             stale.discard(key)
             if skip is not None and key in skip:
                 continue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from console_helpers import init_store, submit
 from sqlalchemy import select, update
@@ -118,6 +118,134 @@ async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, 
         assert snap.counts == {"stopping": 1, "cancelling": 1, "running": 1}
     finally:
         await link.close()
+
+
+async def test_only_the_runs_on_screen_are_read_for_their_signs_of_work_and_the_header_still_counts_every_run(store_url, workspace, fast_env):
+    """Issue 31: a poll reads the running rows' ticking values of the runs on screen only; a run that comes
+    into view is read whole at once; the header's stalled count and the running runs' cost come from the store."""
+    await init_store(store_url, workspace)
+    a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
+    now = store_now()
+    store = await Store.open(store_url, workspace)
+    try:
+        async with store.write() as conn:
+            for run in (a, b, c):
+                # c is quiet: its host set no stall_at and its last sign of work is 5 minutes old.
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(
+                    status="running", epoch=1, heartbeat_at=now, updated_at=now, cost=1.0,
+                    last_event_at=now - timedelta(minutes=5) if run == c else now, stall_at=None if run == c else now + STALL_AFTER))
+    finally:
+        await store.close()
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=60)
+    try:
+        snap = await poller.poll()
+        assert snap.counts == {"running": 2, "stalled": 1} and snap.running_cost == 3.0
+        assert poller.set_window([a]) is False, "a was read whole by the full read"
+        store = await link.get()
+
+        async def tick(run: str, cost: float) -> datetime:
+            at = store_now()
+            async with store.write() as conn:  # a host's heartbeat with usage: it moves no updated_at
+                await conn.execute(update(jobs).where(jobs.c.id == run).values(last_event_at=at, stall_at=at + STALL_AFTER, cost=cost))
+            return at
+
+        await tick(a, 1.5)
+        b_at = await tick(b, 2.0)
+        c_at = await tick(c, 4.0)  # off screen, c works again: it no longer shows stalled
+        snap = await poller.poll()
+        held = {j.id: j for j in snap.jobs}
+        assert held[a].cost == 1.5, "on screen: read"
+        assert held[b].cost == 1.0 and held[c].cost == 1.0, "off screen: not read"
+        assert set(snap.changed) == {a}
+        assert snap.counts == {"running": 3}, "the stalled count is the store's, not the stale rows'"
+        assert snap.running_cost == 7.5, "the running runs' cost together is the store's"
+        # b scrolls into view: read whole at once, whatever moved it.
+        assert poller.set_window([a, b]) is True
+        snap = await poller.poll()
+        held = {j.id: j for j in snap.jobs}
+        assert held[b].cost == 2.0 and held[b].last_event_at == b_at and held[c].cost == 1.0
+        assert poller.set_window([a, b]) is False, "both read fresh"
+        # Sorted on a column the signs of work move: every running run is read.
+        assert poller.set_window(None) is True
+        await tick(c, 5.0)
+        snap = await poller.poll()
+        assert {j.id: j for j in snap.jobs}[c].cost == 5.0 and c_at < {j.id: j for j in snap.jobs}[c].last_event_at
+        # A run that ends takes its cost out of the running runs' sum: the poll says it moved.
+        async with store.write() as conn:
+            await conn.execute(update(jobs).where(jobs.c.id == b).values(status="completed", updated_at=store_now(), ended_at=store_now(), cost=2.5))
+        snap = await poller.poll()
+        assert snap.running_cost == 6.5 and snap.cost_moved == 2.5
+    finally:
+        await link.close()
+
+
+async def test_a_run_that_scrolls_into_view_shows_what_it_did_off_screen(sqlite_url, workspace, fast_env):
+    """The console reads the signs of work of the runs on screen only: a run off screen ticks unread,
+    and shows its fresh usage as soon as it is scrolled to; sorted by usage, every run is read."""
+    from console_helpers import first_poll, until
+
+    from swarmkit.console.app import make_app
+    from swarmkit.widgets.run_table import RunTable
+
+    await init_store(sqlite_url, workspace)
+    runs = await submit(sqlite_url, workspace, quick_flow(workspace), count=40)
+    now = store_now()
+    store = await Store.open(sqlite_url, workspace)
+    try:
+        async with store.write() as conn:
+            await conn.execute(update(jobs).where(jobs.c.id.in_(runs)).values(
+                status="running", epoch=1, heartbeat_at=now, updated_at=now, last_event_at=now, stall_at=now + STALL_AFTER, tokens=100))
+    finally:
+        await store.close()
+    oldest = runs[0]  # newest first: the oldest run is the table's last row, off screen
+    app = make_app(sqlite_url, workspace, poll_interval=0.1, lease_s=3600)
+    async with app.run_test(size=(150, 30)) as pilot:
+        screen = await first_poll(pilot)
+        table = screen.query_one(RunTable)
+        await until(pilot, lambda: table.row_count == 40 and oldest not in table.visible_keys(), what="40 rows, the oldest off screen")
+        polls = screen.polls
+        store = await screen.link.get()
+        async with store.write() as conn:  # its host reports usage: no updated_at moves
+            await conn.execute(update(jobs).where(jobs.c.id == oldest).values(last_event_at=store_now(), tokens=98_765))
+        await until(pilot, lambda: screen.polls >= polls + 5, what="five polls after the usage came")
+        assert screen.jobs[oldest].tokens == 100, "off screen, the run's usage is not read"
+        await pilot.press("end")
+        await until(pilot, lambda: "98,765" in table.get_cell(oldest, "usage").plain, what="the oldest run's fresh usage once in view")
+        # Sorted by usage, the order needs every running run's: a run off screen is read again.
+        await pilot.press("home")
+        newest = runs[-1]
+        await until(pilot, lambda: oldest not in table.visible_keys(), what="the oldest run off screen again")
+        await pilot.press("8")  # USAGE, the 8th column
+        async with store.write() as conn:
+            await conn.execute(update(jobs).where(jobs.c.id == runs[1]).values(last_event_at=store_now(), tokens=99_999))
+        await until(pilot, lambda: screen.jobs[runs[1]].tokens == 99_999, what="a run off screen read while the table sorts by usage")
+        assert newest in screen.jobs
+
+
+def test_the_header_tally_reads_index_ranges_not_every_running_row(sqlite_url, workspace):
+    """SQLite's plan for the tally (stalled runs, the running runs' cost): ranges of ix_jobs_status_stall, the sum from
+    the index alone: its cost follows the stalled runs, not the running ones."""
+    import asyncio
+    import sqlite3
+
+    from swarmkit.store.compiled_sqlite import STATEMENTS
+
+    async def make() -> None:
+        store = await Store.open(sqlite_url, workspace)
+        await store.close()
+
+    asyncio.run(make())
+    sql, defaults = STATEMENTS["RUNNING_TALLY"][:2]
+    conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    try:
+        plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {**defaults, "b_now": "2026-01-01", "b_cutoff": "2026-01-01"})]
+    finally:
+        conn.close()
+    on_jobs = [p for p in plan if " jobs" in p]
+    assert len(on_jobs) == 3 and all(p.startswith("SEARCH jobs USING") and "ix_jobs_status_stall" in p for p in on_jobs), plan
+    assert any("COVERING INDEX ix_jobs_status_stall (status=?)" in p for p in on_jobs), plan
+    assert sum("stall_at<?" in p or "stall_at=?" in p for p in on_jobs) == 2, plan
 
 
 async def test_filters_and_counts_speak_the_shown_statuses(store_url, workspace, fast_env):
