@@ -102,13 +102,16 @@ class SpendMeter:
         self._last: float | None = None
         self._running = 0
 
-    def observe(self, at: datetime, running_cost: float, moved: float, running: int) -> None:
-        """A poll: the running runs' cost together, what joined or left it since the last (`moved`), how many run."""
+    def observe(self, at: datetime, running_cost: float | None, moved: float, running: int) -> None:
+        """A poll: the running runs' cost together (None: not read by this poll), what joined or left it
+        since it was last read (`moved`), how many run."""
+        self._running = running
+        if running_cost is None:
+            return
         if self._last is not None:
             # Never negative: a run that left unseen (a fault between polls) is not money given back.
             self._spent += max(0.0, running_cost - self._last + moved)
         self._last = running_cost
-        self._running = running
         samples = self._samples
         samples.append((at, self._spent))
         while len(samples) > 1 and samples[1][0] <= at - self.window:

@@ -322,9 +322,9 @@ class MainScreen(DetailScreen):
         """Tell the poller which runs to read the signs of work of: the runs on screen (or, sorted on a
         column they move, every running run's). Runs that come into view are read at once."""
         keys = None if table.sort_column in TICKING_SORTS else frozenset(table.visible_keys())
-        if keys is not None and self._watched is not None:
+        if keys is not None:
             # Runs that left the screen tick unread: back in view, their burn is measured from then.
-            self.burn.forget(self._watched - keys)
+            self.burn.forget((self._watched if self._watched is not None else frozenset(table.shown_keys)) - keys)
         self._watched = keys
         if self.poller.set_window(keys):
             self.poll_now()

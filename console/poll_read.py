@@ -13,7 +13,6 @@ from datetime import datetime, timedelta
 # before SQLAlchemy is loaded.
 from swarmkit.store.reads import (
     ChangeMarker,
-    RunningTally,
     change_marker,
     count_live_workers,
     current_counts,
@@ -25,8 +24,9 @@ from swarmkit.store.reads import (
     read_keys,
     running_active_among,
     running_active_since,
-    running_tally,
+    running_cost,
     skewed_workers,
+    stalled_count,
     updated_between,
 )
 from swarmkit.store.records import STALL_AFTER, JobRecord
@@ -58,6 +58,7 @@ class PollPlan:
     window: tuple[str, ...] | None = None
     gained: tuple[str, ...] = ()  # of those, the ones not read fresh since they came into view: read whole
     recheck: bool = False  # check every held run's update against the store's, by (id, updated_at)
+    cost: bool = False  # read what the running runs cost together
 
 
 @dataclass
@@ -74,7 +75,8 @@ class PollRead:
     skewed: list[tuple[str, float]] = field(default_factory=list)  # (host, clock offset) of workers off the store's clock
     shown_counts: dict[str, int] = field(default_factory=dict)  # filtered full reads: the store's stopping/cancelling/stalled
     partial: bool = False  # a peek that did not hold everything
-    tally: RunningTally | None = None  # unfiltered: the store's count of stalled runs and the running runs' cost
+    stalled: int | None = None  # unfiltered: the store's count of running runs shown stalled
+    running_cost: float | None = None  # PollPlan.cost: what the running runs cost together
     # PollPlan.recheck: the runs to hold from now on, and the start of the marker's window they make.
     rechecked: set[str] | None = None
     window_after: datetime | None = None
@@ -144,7 +146,9 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
         if plan.gained:
             got.running += get_jobs(conn, plan.gained)
     if plan.text_filter is None:
-        got.tally = running_tally(conn, plan.now, STALL_AFTER)
+        got.stalled = stalled_count(conn, plan.now, STALL_AFTER)
+        if plan.cost:
+            got.running_cost = running_cost(conn)
     if plan.focus is not None:
         got.focus = get_job(conn, plan.focus)
     got.workers = count_live_workers(conn, plan.lease_s, plan.now)

@@ -12,8 +12,9 @@ a handful of index entries:
 - running rows whose `last_event_at` moved (log lines and heartbeats do not
   touch `updated_at`), of the runs on screen only (`set_window`): the others
   tick unread, and a run that comes into view is read whole at once;
-- what the header says of every running run, from index ranges
-  (`running_tally`): how many show stalled, and their cost together;
+- what the header says of every running run, from index ranges: how many
+  show stalled (`stalled_count`), and, every COST_EVERY_S, their cost
+  together (`running_cost`);
 - the run the detail pane shows, and the live workers.
 
 The poller holds every active run and the newest ended ones, and keeps what
@@ -61,6 +62,9 @@ LINGER = timedelta(minutes=10)
 # Now and then check every held run's update against the store's (PollPlan.recheck): catches
 # what the counts cannot (a row changed in place by a writer whose clock lags ours by more than SKEW).
 FULL_EVERY_S = 30.0
+# How often the running runs' cost together is read, for the header's burn (a rate over a minute): a
+# pass over an index's running entries, a few milliseconds at 20,000 running runs.
+COST_EVERY_S = 5.0
 # The first read of a poller takes the newest this many active runs and ended
 # ones: a screenful (a terminal of up to 100 lines), shown at once; the next poll,
 # right after it, reads everything (the first paint of a large store waits for no more).
@@ -91,11 +95,11 @@ class Snapshot:
     # The running runs a stop was asked of (their ETA's node durations are read for them), newest
     # first: the poller keeps them indexed, so no poll walks every active run to find them.
     stop_asked: tuple[JobRecord, ...] = ()
-    # What the running runs shown cost together (unfiltered: every running run's, the store's sum),
-    # and the cost that left them since the last poll (runs that stopped or ended, at their cost
-    # now) less the cost that joined them (runs that began or resumed, at their cost before):
-    # what the header's burn is measured from (burn_meter.SpendMeter).
-    running_cost: float = 0.0
+    # What the running runs shown cost together (unfiltered: every running run's, the store's sum;
+    # None: not read by this poll), and the cost that left them since it was last read (runs that
+    # stopped or ended, at their cost now) less the cost that joined them (runs that began or
+    # resumed, at their cost before): what the header's burn is measured from (burn_meter.SpendMeter).
+    running_cost: float | None = None
     cost_moved: float = 0.0
     running: int = 0  # running runs (of those shown), whatever their shown status
 
@@ -126,8 +130,9 @@ class Poller:
         self._window: frozenset[str] | None = None  # until told (set_window): every running run
         self._window_read: frozenset[str] | None = frozenset()
         self._cost_moved = 0.0
-        self._tally_stalled = 0
-        self._running_cost = 0.0
+        self._stalled = 0
+        self._running_cost: float | None = None
+        self._cost_read = float("-inf")  # when the running runs' cost was last read (time.monotonic)
         self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
         self._partial = False
@@ -217,7 +222,7 @@ class Poller:
         # rows, by the rule of JobRecord.display_status.
         if self._filter is None:
             shown = self.held.shown_counts(now)
-            shown["stalled"] = self._tally_stalled
+            shown["stalled"] = self._stalled
         else:
             # Filtered, the poller holds only what matches: the whole store's shown
             # counts come with each full read, so the bar keeps one vocabulary.
@@ -246,7 +251,7 @@ class Poller:
             stop_asked=self.held.stop_asked(),
             running_cost=self._running_cost,
             running=running,
-            cost_moved=self._take_cost_moved(),
+            cost_moved=self._take_cost_moved() if self._running_cost is not None else 0.0,
         )
 
     def _take_cost_moved(self) -> float:
@@ -275,6 +280,8 @@ class Poller:
             window=window,
             gained=() if full or window is None or (read := self._window_read) is None else tuple(key for key in window if key not in read),
             recheck=unfiltered and due,
+            # A full read reads it too: the first, and the one after a filter is cleared (the header's burn starts again).
+            cost=text_filter is None and (full or time.monotonic() - self._cost_read >= COST_EVERY_S),
         )
 
     async def _read(self, store: PollStore, plan: PollPlan) -> PollRead:
@@ -333,11 +340,13 @@ class Poller:
             self._ended_counts = {s: n for s, n in counts.items() if s not in ACTIVE_STATUSES}
             self._ended_since = {}
             self._recount_latest = got.marker.latest
-        if got.tally is not None:
-            self._tally_stalled = got.tally.stalled
-            self._running_cost = got.tally.cost
+        if got.stalled is not None:
+            self._stalled = got.stalled
+        if got.running_cost is not None:
+            self._running_cost, self._cost_read = got.running_cost, time.monotonic()
         else:
-            self._running_cost = held.running_cost()
+            # Filtered, every running run held is read fresh: their sum. Else not read by this poll.
+            self._running_cost = held.running_cost() if text_filter is not None else None
         self._cost_moved += moved
         # Read fresh now: the runs that were on screen when the poll was planned; every run, after a full
         # read or a poll of every running row.

@@ -1493,13 +1493,18 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                    {'b_cutoff': 'datetime', 'b_now': 'datetime'},
                    ('id',),
                    (None,)),
- 'LEASE_EXPIRED_SQLITE': ('SELECT jobs.id \n'
+ 'LEASE_EXPIRED_SQLITE': ('SELECT anon_1.id \n'
+                          'FROM (SELECT jobs.id AS id \n'
                           'FROM jobs \n'
-                          'WHERE jobs.status = :status_1 AND (jobs.heartbeat_mono IS NOT NULL AND (jobs.heartbeat_mono < :b_mono_cutoff '
-                          'AND (jobs.lease_s IS NULL OR jobs.heartbeat_mono + jobs.lease_s < :b_mono_now) OR jobs.heartbeat_mono > '
-                          ':b_mono_future) OR jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff)\n'
+                          'WHERE jobs.status = :status_1 AND jobs.heartbeat_mono IS NOT NULL AND jobs.heartbeat_mono < :b_mono_cutoff AND '
+                          '(jobs.lease_s IS NULL OR jobs.heartbeat_mono + jobs.lease_s < :b_mono_now) UNION ALL SELECT jobs.id AS id \n'
+                          'FROM jobs \n'
+                          'WHERE jobs.status = :status_2 AND jobs.heartbeat_mono IS NOT NULL AND jobs.heartbeat_mono > :b_mono_future '
+                          'UNION ALL SELECT jobs.id AS id \n'
+                          'FROM jobs \n'
+                          'WHERE jobs.status = :status_3 AND jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff) AS anon_1\n'
                           ' LIMIT :param_1 OFFSET :param_2',
-                          {'param_1': 1, 'param_2': 0, 'status_1': 'running'},
+                          {'param_1': 1, 'param_2': 0, 'status_1': 'running', 'status_2': 'running', 'status_3': 'running'},
                           {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float', 'b_mono_now': 'float'},
                           ('id',),
                           (None,)),
@@ -1514,9 +1519,9 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
  'LIVE_WORKERS_SQLITE': ('SELECT count(*) AS count_1 \n'
                          'FROM workers \n'
                          'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND NOT (workers.heartbeat_mono IS NOT '
-                         'NULL AND (workers.heartbeat_mono < :b_mono_cutoff AND (workers.lease_s IS NULL OR workers.heartbeat_mono + '
-                         'workers.lease_s < :b_mono_now) OR workers.heartbeat_mono > :b_mono_future) OR workers.heartbeat_mono IS NULL AND '
-                         'workers.heartbeat_at < :b_cutoff)',
+                         'NULL AND workers.heartbeat_mono < :b_mono_cutoff AND (workers.lease_s IS NULL OR workers.heartbeat_mono + '
+                         'workers.lease_s < :b_mono_now) OR workers.heartbeat_mono IS NOT NULL AND workers.heartbeat_mono > :b_mono_future '
+                         'OR workers.heartbeat_mono IS NULL AND workers.heartbeat_at < :b_cutoff)',
                          {},
                          {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float', 'b_mono_now': 'float'},
                          ('count_1',),
@@ -1577,8 +1582,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
                           'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
                           'FROM jobs \n'
-                          'WHERE jobs.status = :status_1 AND jobs.last_event_at > :b_since AND jobs.id IN (__[POSTCOMPILE_b_ids])',
-                          {'status_1': 'running'},
+                          'WHERE jobs.id IN (__[POSTCOMPILE_b_ids]) AND jobs.last_event_at > :b_since',
+                          {},
                           {'b_since': 'datetime'},
                           ('id',
                            'flow',
@@ -1736,20 +1741,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'datetime',
                            'datetime',
                            None)),
- 'RUNNING_TALLY': ('SELECT (SELECT count(*) AS count_1 \n'
-                   'FROM jobs \n'
-                   'WHERE jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL AND jobs.stop_requested_at IS NULL AND '
-                   'jobs.stall_at < :b_now) AS anon_1, (SELECT count(*) AS count_2 \n'
-                   'FROM jobs \n'
-                   'WHERE jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL AND jobs.stop_requested_at IS NULL AND '
-                   'jobs.stall_at IS NULL AND coalesce(jobs.last_event_at, jobs.started_at) < :b_cutoff) AS anon_2, (SELECT '
-                   'coalesce(sum(jobs.cost), :coalesce_2) AS coalesce_1 \n'
-                   'FROM jobs \n'
-                   'WHERE jobs.status = :status_2) AS anon_3',
-                   {'coalesce_2': 0.0, 'status_1': 'running', 'status_2': 'running'},
-                   {'b_cutoff': 'datetime', 'b_now': 'datetime', 'coalesce_2': 'float'},
-                   ('anon_1', 'anon_2', 'anon_3'),
-                   (None, None, None)),
+ 'RUNNING_COST': ('SELECT coalesce(sum(jobs.cost), :coalesce_2) AS coalesce_1 \nFROM jobs \nWHERE jobs.status = :status_1',
+                  {'coalesce_2': 0.0, 'status_1': 'running'},
+                  {'coalesce_2': 'float'},
+                  ('coalesce_1',),
+                  (None,)),
  'RUNS_WITH_DESTROYS_DUE': ('SELECT DISTINCT workspaces.job_id \n'
                             'FROM workspaces \n'
                             'WHERE workspaces.state = :state_1 AND workspaces.host = :b_host',
@@ -1790,10 +1786,17 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
  'STALE_RUNNING_SQLITE': ('SELECT jobs.id, jobs.epoch, jobs.cancel_requested_at, jobs.cancel_keep, jobs.cancel_requested_by, jobs.host, '
                           'jobs.pid, jobs.heartbeat_at, jobs.flow, jobs.current_node \n'
                           'FROM jobs \n'
-                          'WHERE jobs.status = :status_1 AND (jobs.heartbeat_mono IS NOT NULL AND (jobs.heartbeat_mono < :b_mono_cutoff '
-                          'AND (jobs.lease_s IS NULL OR jobs.heartbeat_mono + jobs.lease_s < :b_mono_now) OR jobs.heartbeat_mono > '
-                          ':b_mono_future) OR jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff)',
-                          {'status_1': 'running'},
+                          'WHERE jobs.status = :status_1 AND jobs.heartbeat_mono IS NOT NULL AND jobs.heartbeat_mono < :b_mono_cutoff AND '
+                          '(jobs.lease_s IS NULL OR jobs.heartbeat_mono + jobs.lease_s < :b_mono_now) UNION ALL SELECT jobs.id, '
+                          'jobs.epoch, jobs.cancel_requested_at, jobs.cancel_keep, jobs.cancel_requested_by, jobs.host, jobs.pid, '
+                          'jobs.heartbeat_at, jobs.flow, jobs.current_node \n'
+                          'FROM jobs \n'
+                          'WHERE jobs.status = :status_2 AND jobs.heartbeat_mono IS NOT NULL AND jobs.heartbeat_mono > :b_mono_future '
+                          'UNION ALL SELECT jobs.id, jobs.epoch, jobs.cancel_requested_at, jobs.cancel_keep, jobs.cancel_requested_by, '
+                          'jobs.host, jobs.pid, jobs.heartbeat_at, jobs.flow, jobs.current_node \n'
+                          'FROM jobs \n'
+                          'WHERE jobs.status = :status_3 AND jobs.heartbeat_mono IS NULL AND jobs.heartbeat_at < :b_cutoff',
+                          {'status_1': 'running', 'status_2': 'running', 'status_3': 'running'},
                           {'b_cutoff': 'datetime', 'b_mono_cutoff': 'float', 'b_mono_future': 'float', 'b_mono_now': 'float'},
                           ('id',
                            'epoch',
@@ -1806,6 +1809,17 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'flow',
                            'current_node'),
                           (None, None, 'datetime', 'bool', None, None, None, 'datetime', None, None)),
+ 'STALLED_COUNT': ('SELECT (SELECT count(*) AS count_1 \n'
+                   'FROM jobs \n'
+                   'WHERE jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL AND jobs.stop_requested_at IS NULL AND '
+                   'jobs.stall_at < :b_now) AS anon_1, (SELECT count(*) AS count_2 \n'
+                   'FROM jobs \n'
+                   'WHERE jobs.status = :status_1 AND jobs.cancel_requested_at IS NULL AND jobs.stop_requested_at IS NULL AND '
+                   'jobs.stall_at IS NULL AND coalesce(jobs.last_event_at, jobs.started_at) < :b_cutoff) AS anon_2',
+                   {'status_1': 'running'},
+                   {'b_cutoff': 'datetime', 'b_now': 'datetime'},
+                   ('anon_1', 'anon_2'),
+                   (None, None)),
  'STOP_QUEUED': ('UPDATE jobs SET status=:status, updated_at=:b_at, stop_requested_at=:b_at, stop_requested_by=:b_actor, '
                  'stop_now=:stop_now WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :status_1',
                  {'status': 'stopped', 'status_1': 'queued', 'stop_now': False},
@@ -1855,10 +1869,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
  'WORKER_SKEW_SQLITE': ('SELECT workers.host, workers.clock_offset_s \n'
                         'FROM workers \n'
                         'WHERE workers.stopped_at IS NULL AND workers.heartbeat_at IS NOT NULL AND NOT (workers.heartbeat_mono IS NOT NULL '
-                        'AND (workers.heartbeat_mono < :b_mono_cutoff AND (workers.lease_s IS NULL OR workers.heartbeat_mono + '
-                        'workers.lease_s < :b_mono_now) OR workers.heartbeat_mono > :b_mono_future) OR workers.heartbeat_mono IS NULL AND '
-                        'workers.heartbeat_at < :b_cutoff) AND abs(workers.clock_offset_s) > :abs_1 ORDER BY abs(workers.clock_offset_s) '
-                        'DESC',
+                        'AND workers.heartbeat_mono < :b_mono_cutoff AND (workers.lease_s IS NULL OR workers.heartbeat_mono + '
+                        'workers.lease_s < :b_mono_now) OR workers.heartbeat_mono IS NOT NULL AND workers.heartbeat_mono > :b_mono_future '
+                        'OR workers.heartbeat_mono IS NULL AND workers.heartbeat_at < :b_cutoff) AND abs(workers.clock_offset_s) > :abs_1 '
+                        'ORDER BY abs(workers.clock_offset_s) DESC',
                         {'abs_1': 5.0},
                         {'abs_1': 'float',
                          'b_cutoff': 'datetime',

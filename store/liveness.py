@@ -24,12 +24,24 @@ def stale(table: Table, sqlite: bool) -> ColumnElement[bool]:
     if not sqlite:
         its_own = table.c.heartbeat_at + lease * literal_column("interval '1 second'", Interval()) < bindparam("b_now", type_=UTCDateTime())
         return and_(by_wall, or_(lease.is_(None), its_own))
+    return or_(*stale_sqlite(table))
+
+
+def stale_sqlite(table: Table) -> tuple[ColumnElement[bool], ...]:
+    """`stale` on SQLite, as three conditions no row meets two of, each a range of an index on
+    (status, heartbeat_mono) or (status, heartbeat_at): a statement that asks them one by one (a
+    UNION ALL) reads the stale rows only, not every running row (issue 31: the console's poll and
+    every worker ask twice a second)."""
     mono = table.c.heartbeat_mono
-    # Spelled so that no branch is NULL: NOT (NULL OR ...) would hide a live row.
-    lapsed = and_(mono < bindparam("b_mono_cutoff"), or_(lease.is_(None), mono + lease < bindparam("b_mono_now")))
-    return or_(
-        and_(mono.is_not(None), or_(lapsed, mono > bindparam("b_mono_future"))),
-        and_(mono.is_(None), by_wall),  # a row stamped before migration 0003 (no lease of its own either)
+    # Spelled so that no branch is NULL: NOT (NULL OR ...) would hide a live row (`fresh`: a worker
+    # stamped by another machine, without a monotonic time, went uncounted).
+    return (
+        # Lapsed by the monotonic clock: past the judge's lease, and past its host's own where it gave one.
+        and_(mono.is_not(None), mono < bindparam("b_mono_cutoff"), or_(table.c.lease_s.is_(None), mono + table.c.lease_s < bindparam("b_mono_now"))),
+        # Stamped in this machine's future: a clock from before a reboot.
+        and_(mono.is_not(None), mono > bindparam("b_mono_future")),
+        # A row stamped before migration 0003 (no lease of its own either): by the wall clock.
+        and_(mono.is_(None), table.c.heartbeat_at < bindparam("b_cutoff", type_=UTCDateTime())),
     )
 
 

@@ -139,6 +139,8 @@ jobs = Table(
     # The console's header without a pass over the running rows (migration 0008): how many show
     # stalled (a range of stall_at), and their cost together (read from the index alone).
     Index("ix_jobs_status_stall", "status", "stall_at", "cost"),
+    # The lost-run check on SQLite, by the monotonic clock (migration 0008): a range, not every running row.
+    Index("ix_jobs_status_mono", "status", "heartbeat_mono"),
 )
 
 checkpoints = Table(

@@ -225,18 +225,16 @@ def running_active_among(conn: Connection, since: datetime, ids: Sequence[str]) 
     return [_job(r) for r in conn.execute(S.RUNNING_ACTIVE_AMONG, {"b_since": since, "b_ids": list(ids)})] if ids else []
 
 
-@dataclass(frozen=True)
-class RunningTally:
-    """What the console's header says of every running run, read without a pass over them."""
+def stalled_count(conn: Connection, now: datetime, stall_after: timedelta) -> int:
+    """How many running runs show stalled at `now` (`stall_after`: for a row whose host set no `stall_at`); a
+    cancelling or stopping run does not. Ranges of an index: it costs what is stalled, not what runs."""
+    row = conn.execute(S.STALLED_COUNT, {"b_now": now, "b_cutoff": now - stall_after}).one()
+    return int(row[0] or 0) + int(row[1] or 0)
 
-    stalled: int  # shown stalled at `now` (cancelling and stopping runs are not)
-    cost: float  # their cost together
 
-
-def running_tally(conn: Connection, now: datetime, stall_after: timedelta) -> RunningTally:
-    """How many running runs show stalled at `now` (`stall_after`: for a row whose host set no `stall_at`), and their cost together."""
-    row = conn.execute(S.RUNNING_TALLY, {"b_now": now, "b_cutoff": now - stall_after}).one()
-    return RunningTally(int(row[0] or 0) + int(row[1] or 0), float(row[2] or 0.0))
+def running_cost(conn: Connection) -> float:
+    """What the running runs cost together, read from an index alone."""
+    return float(conn.execute(S.RUNNING_COST).scalar() or 0.0)
 
 
 def count_live_workers(conn: Connection, lease_s: float, now: datetime | None = None) -> int:

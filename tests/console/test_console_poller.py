@@ -120,9 +120,12 @@ async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, 
         await link.close()
 
 
-async def test_only_the_runs_on_screen_are_read_for_their_signs_of_work_and_the_header_still_counts_every_run(store_url, workspace, fast_env):
+async def test_only_the_runs_on_screen_are_read_for_their_signs_of_work_and_the_header_still_counts_every_run(store_url, workspace, fast_env, monkeypatch):
     """Issue 31: a poll reads the running rows' ticking values of the runs on screen only; a run that comes
     into view is read whole at once; the header's stalled count and the running runs' cost come from the store."""
+    from swarmkit.console import poller as poller_module
+
+    monkeypatch.setattr(poller_module, "COST_EVERY_S", 0.0)  # the cost read at every poll, not every few seconds
     await init_store(store_url, workspace)
     a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
     now = store_now()
@@ -176,6 +179,15 @@ async def test_only_the_runs_on_screen_are_read_for_their_signs_of_work_and_the_
             await conn.execute(update(jobs).where(jobs.c.id == b).values(status="completed", updated_at=store_now(), ended_at=store_now(), cost=2.5))
         snap = await poller.poll()
         assert snap.running_cost == 6.5 and snap.cost_moved == 2.5
+        # Read every few seconds: meanwhile a poll says it did not read it, and keeps what moved for the next.
+        monkeypatch.setattr(poller_module, "COST_EVERY_S", 3600.0)
+        async with store.write() as conn:
+            await conn.execute(update(jobs).where(jobs.c.id == c).values(status="stopped", updated_at=store_now(), cost=5.5))
+        snap = await poller.poll()
+        assert snap.running_cost is None and snap.cost_moved == 0.0
+        monkeypatch.setattr(poller_module, "COST_EVERY_S", 0.0)
+        snap = await poller.poll()
+        assert snap.running_cost == 1.5 and snap.cost_moved == 5.5
     finally:
         await link.close()
 
@@ -223,9 +235,11 @@ async def test_a_run_that_scrolls_into_view_shows_what_it_did_off_screen(sqlite_
         assert newest in screen.jobs
 
 
-def test_the_header_tally_reads_index_ranges_not_every_running_row(sqlite_url, workspace):
-    """SQLite's plan for the tally (stalled runs, the running runs' cost): ranges of ix_jobs_status_stall, the sum from
-    the index alone: its cost follows the stalled runs, not the running ones."""
+def test_the_header_tally_and_the_lost_run_check_read_index_ranges_not_every_running_row(sqlite_url, workspace):
+    """SQLite's plans for what every poll asks of all running runs: the tally (stalled runs, the running runs'
+    cost) as ranges of ix_jobs_status_stall, the sum from the index alone; the lost-run check (and the rows a
+    judge then marks) as ranges of (status, heartbeat_mono) or (status, heartbeat_at). Their cost follows the
+    stalled or lapsed runs, not the running ones (issue 31)."""
     import asyncio
     import sqlite3
 
@@ -236,16 +250,24 @@ def test_the_header_tally_reads_index_ranges_not_every_running_row(sqlite_url, w
         await store.close()
 
     asyncio.run(make())
-    sql, defaults = STATEMENTS["RUNNING_TALLY"][:2]
     conn = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+
+    def plan(name: str) -> list[str]:
+        sql, defaults = STATEMENTS[name][:2]
+        params = {"b_now": "2026-01-01", "b_cutoff": "2026-01-01", "b_mono_cutoff": 1.0, "b_mono_now": 2.0, "b_mono_future": 3.0}
+        return [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {**defaults, **params})]
+
     try:
-        plan = [row[-1] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {**defaults, "b_now": "2026-01-01", "b_cutoff": "2026-01-01"})]
+        tally = [p for p in plan("STALLED_COUNT") + plan("RUNNING_COST") if " jobs" in p]
+        lease = [p for p in plan("LEASE_EXPIRED_SQLITE") if " jobs" in p]
+        stale = [p for p in plan("STALE_RUNNING_SQLITE") if " jobs" in p]
     finally:
         conn.close()
-    on_jobs = [p for p in plan if " jobs" in p]
-    assert len(on_jobs) == 3 and all(p.startswith("SEARCH jobs USING") and "ix_jobs_status_stall" in p for p in on_jobs), plan
-    assert any("COVERING INDEX ix_jobs_status_stall (status=?)" in p for p in on_jobs), plan
-    assert sum("stall_at<?" in p or "stall_at=?" in p for p in on_jobs) == 2, plan
+    assert len(tally) == 3 and all(p.startswith("SEARCH jobs USING") and "ix_jobs_status_stall" in p for p in tally), tally
+    assert any("COVERING INDEX ix_jobs_status_stall (status=?)" in p for p in tally), tally
+    assert sum("stall_at<?" in p or "stall_at=?" in p for p in tally) == 2, tally
+    for found in (lease, stale):
+        assert len(found) == 3 and all(p.startswith("SEARCH jobs USING") and ("heartbeat_mono" in p or "heartbeat_at" in p) for p in found), found
 
 
 async def test_filters_and_counts_speak_the_shown_statuses(store_url, workspace, fast_env):
