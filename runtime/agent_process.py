@@ -21,7 +21,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from .forked_process import ForkedProcess
+from .forked_process import ForkedProcess, ZygoteRefused
+from .zygote import ANSWER_S as ZYGOTE_ANSWER_S
 from .zygote import zygote
 
 SUPERVISOR = str(Path(__file__).with_name("agent_supervisor.py"))
@@ -160,20 +161,35 @@ class AgentProcess:
         theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
         try:
-            pid = zygote().spawn(request, theirs)
+            sent_to = zygote().send(request, theirs)
         except BaseException:
             for fd in ours:
                 os.close(fd)
             raise
         finally:
-            # Only the supervisor may hold them now: a write end left here would keep a pump from its end of file.
+            # Only the zygote and the supervisor may hold them now: a write end left here would keep a pump from its end of file.
             for fd in theirs:
                 os.close(fd)
-        if pid is None:
+        if sent_to is None:
             for fd in ours:
                 os.close(fd)
             return False
-        proc = await ForkedProcess.attach(pid, *ours)
+        proc = await ForkedProcess.attach(*ours)
+        try:
+            await proc.forked(ZYGOTE_ANSWER_S)
+        except ZygoteRefused:
+            proc.close()
+            zygote().answered(sent_to)
+            raise
+        except (ConnectionError, TimeoutError) as exc:
+            # Closing our ends first: a supervisor it forks after all finds its control pipe closed and ends at once.
+            proc.close()
+            zygote().failed(sent_to, str(exc) or type(exc).__name__)
+            return False
+        except BaseException:
+            proc.close()
+            raise
+        zygote().answered(sent_to)
         self.proc = proc
         assert proc.stdout is not None and proc.stderr is not None
         self._pumps = [asyncio.create_task(pump(proc.stdout, self.lines)), asyncio.create_task(pump(proc.stderr, self.lines))]

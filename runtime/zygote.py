@@ -7,11 +7,12 @@ host says why once. What a node gets from a fork is what it got from an exec:
 its own session under a subreaper supervisor, the same pipes, environment and
 folder, and its callable's module imported afresh.
 
-The host talks to it over a SOCK_SEQPACKET pair, one request and one answer at
-a time under a lock, on the caller's thread: an answer is a fork away. The
-host's end is close-on-exec, so when the host dies the zygote reads end of
-file and leaves (and, started from the main thread, gets SIGKILL from
-PR_SET_PDEATHSIG at once).
+The host sends requests over a SOCK_SEQPACKET pair (a message is one
+request, with its pipes); the answer, the supervisor's pid, comes on the
+node's own verdict pipe, awaited on the host's loop (forked_process.py), so a
+slow or stuck zygote never holds the loop. The host's end is close-on-exec, so
+when the host dies the zygote reads end of file and leaves (and, started from
+the main thread, gets SIGKILL from PR_SET_PDEATHSIG at once).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ log = logging.getLogger("swarmkit.zygote")
 # "0": every sync call agent starts interpreters of its own, as before the zygote (the bench's "before").
 SWITCH = "SWARMKIT_ZYGOTE"
 # How long a request may wait for its answer (the first one's includes the zygote's start) before the node is exec'd.
-ANSWER_S = 15.0
+ANSWER_S = 30.0
 # After a zygote that never answered, how long nodes are exec'd before another is tried.
 RETRY_AFTER_S = 30.0
 # Variables that decide how an interpreter starts (sys.path, flags, stdio's encoding): a node whose values
@@ -70,45 +71,61 @@ class Zygote:
             self._said.add(why)
             log.warning("sync call agents start an interpreter of their own (slower, contained the same): %s", why)
 
-    def spawn(self, request: dict[str, Any], fds: list[int]) -> int | None:
-        """Fork a supervisor for `request` with `fds` (control, stdout, stderr, verdict): its pid, or None when
-        the node must be exec'd. An OSError the zygote met for the node (its folder is gone) is raised as an exec's would be."""
+    def send(self, request: dict[str, Any], fds: list[int]) -> subprocess.Popen | None:
+        """Hand the zygote `request` with `fds` (control, stdout, stderr, verdict): the zygote it went to (to say
+        how it answered: `answered`, `failed`), or None when the node must be exec'd."""
         if os.environ.get(SWITCH, "1") == "0":
             return None
         payload = json.dumps(request).encode()
         with self._lock:
-            if self._proc is not None and self._proc.poll() is not None:
-                log.info("the zygote (pid %d) had exited (%s); starting another", self._proc.pid, self._proc.returncode)
-                self._stop()
-            if self._proc is None:
-                if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_AFTER_S:
+            for _attempt in range(2):
+                if self._proc is not None and self._proc.poll() is not None:
+                    log.info("the zygote (pid %d) had exited (%s); starting another", self._proc.pid, self._proc.returncode)
+                    self._stop()
+                if self._proc is None:
+                    if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_AFTER_S:
+                        return None
+                    try:
+                        self._start()
+                    except OSError as exc:
+                        self._failed_at = time.monotonic()
+                        self._once(f"the zygote did not start: {exc}")
+                        return None
+                if startup_vars(request["env"]) != self._startup:
+                    self._once("a node's environment sets interpreter variables (PYTHON*, HOME, LANG, LC_ALL, LC_CTYPE) other than the zygote's")
                     return None
+                assert self._sock is not None
                 try:
-                    self._start()
+                    socket.send_fds(self._sock, [payload], fds)
+                    return self._proc
                 except OSError as exc:
-                    self._failed_at = time.monotonic()
-                    self._once(f"the zygote did not start: {exc}")
-                    return None
-            if startup_vars(request["env"]) != self._startup:
-                self._once("a node's environment sets interpreter variables (PYTHON*, HOME, LANG, LC_ALL, LC_CTYPE) other than the zygote's")
-                return None
-            try:
-                reply = self._ask(payload, fds)
-            except (OSError, ValueError) as exc:
-                code = self._stop()
-                if not self._answered:
-                    self._failed_at = time.monotonic()
-                    self._once(f"the zygote did not answer ({type(exc).__name__}: {exc}; its exit status {code})")
-                else:
-                    log.warning("the zygote failed a request (%s: %s; its exit status %s); this node starts an interpreter, the next a new zygote", type(exc).__name__, exc, code)
-                return None
-            self._answered = True
-        if "pid" in reply:
-            return int(reply["pid"])
-        if reply.get("errno"):
-            raise OSError(int(reply["errno"]), str(reply.get("error")))
-        self._once(f"the zygote refused a request: {reply.get('error')}")
-        return None
+                    # It died since the poll above: once more with a new one (a request too big for the socket fails again).
+                    code = self._stop()
+                    if not self._answered:
+                        self._failing(f"the zygote did not take a request ({exc}; its exit status {code})")
+                        return None
+                    log.info("the zygote did not take a request (%s; its exit status %s); starting another", exc, code)
+            return None
+
+    def answered(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            if proc is self._proc:
+                self._answered = True
+
+    def failed(self, proc: subprocess.Popen, why: str) -> None:
+        """The zygote `proc` did not answer a request: end it; the next node starts another, or, when it never answered, waits a while."""
+        with self._lock:
+            if proc is not self._proc:
+                return
+            code = self._stop()
+            if not self._answered:
+                self._failing(f"the zygote did not answer ({why}; its exit status {code})")
+            else:
+                log.warning("the zygote did not answer a request (%s; its exit status %s); this node starts an interpreter, the next a new zygote", why, code)
+
+    def _failing(self, why: str) -> None:
+        self._failed_at = time.monotonic()
+        self._once(why)
 
     def _start(self) -> None:
         host_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -129,19 +146,9 @@ class Zygote:
             raise
         finally:
             zygote_end.close()
+        # A request is small and the zygote reads them as they come: a full socket is a stuck zygote.
         host_end.settimeout(ANSWER_S)
         self._sock, self._startup, self._answered, self._failed_at = host_end, startup, False, None
-
-    def _ask(self, payload: bytes, fds: list[int]) -> dict[str, Any]:
-        assert self._sock is not None
-        socket.send_fds(self._sock, [payload], fds)
-        raw = self._sock.recv(65536)
-        if not raw:
-            raise ConnectionError("the zygote closed its socket")
-        reply = json.loads(raw)
-        if not isinstance(reply, dict):
-            raise ValueError(f"not an answer: {raw[:80]!r}")
-        return reply
 
     def _stop(self) -> int | None:
         """End this zygote (the supervisors it forked live on: their pipes are the host's). Its exit status."""

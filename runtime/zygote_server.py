@@ -12,12 +12,13 @@ they did with an exec.
 It reads one request at a time from its end of a SOCK_SEQPACKET pair: a JSON
 object (`argv` or `call`, `cwd`, `env`, `opts`) with four descriptors passed
 by SCM_RIGHTS: the read end of the control pipe and the write ends of stdout,
-stderr and the verdict pipe. It forks, closes its copies and answers
-`{"pid": N}` (or `{"error": ...}`). The fork is the supervisor: in a session of
-its own, a child subreaper, with exactly those four descriptors as 0, 1, 2 and
-3, the node's environment and folder, it runs `agent_supervisor.Supervisor`,
-whose agent is a further fork running call_child's `main` in-process (or an
-exec of `argv`). The supervisor's status goes to the host on the verdict pipe
+stderr and the verdict pipe. It forks, answers on the verdict pipe (`pid N`,
+or `error ERRNO TEXT`: the host awaits it on its loop, nothing blocks) and
+closes its copies. The fork is the supervisor: in a session of its own, a
+child subreaper, with exactly those four descriptors as 0, 1, 2 and 3, the
+node's environment and folder, it runs `agent_supervisor.Supervisor`, whose
+agent is a further fork running call_child's `main` in-process (or an exec of
+`argv`). The supervisor's status goes to the host on the verdict pipe too
 (`status N`, minus a signal's number), since the host is not its parent.
 
 It stays single-threaded (a fork from a threaded process may inherit a held
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -164,44 +166,45 @@ def _supervise(sock: socket.socket, request: dict[str, Any], fds: list[int]) -> 
 
 
 class ZygoteServer:
-    """One request at a time: fork a supervisor with the passed pipes, answer its pid."""
+    """One request at a time: fork a supervisor with the passed pipes, say its pid on the verdict pipe."""
 
     def __init__(self, sock: socket.socket):
         self.sock = sock
 
-    def _answer(self, reply: dict[str, Any]) -> None:
-        self.sock.send(json.dumps(reply).encode())
-
     def serve(self) -> None:
         while True:
-            try:
-                raw, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_REQUEST, 4)
-            except ConnectionResetError:
-                return
+            raw, fds, _flags, _addr = socket.recv_fds(self.sock, MAX_REQUEST, 4)
             if not raw:
                 for fd in fds:
                     os.close(fd)
                 return  # the host is gone
             try:
-                request = json.loads(raw)
-                if len(fds) != 4:
-                    raise ValueError(f"4 descriptors expected, {len(fds)} came")
-                cwd = request["cwd"]
-                if not os.path.isdir(cwd):
-                    raise FileNotFoundError(2, "No such folder", cwd)
-                pid = os.fork()
-                if pid == 0:
-                    _supervise(self.sock, request, fds)
-            except OSError as exc:
-                reply: dict[str, Any] = {"error": str(exc), "errno": exc.errno or 0}
-            except (ValueError, KeyError, TypeError) as exc:
-                reply = {"error": f"bad request: {exc}", "errno": 0}
-            else:
-                reply = {"pid": pid}
+                self._one(raw, fds)
             finally:
                 for fd in fds:
                     os.close(fd)
-            self._answer(reply)
+
+    def _one(self, raw: bytes, fds: list[int]) -> None:
+        if len(fds) != 4:
+            return  # no verdict pipe to answer on: the host's read of it ends without a pid
+        try:
+            request = json.loads(raw)
+            cwd = request["cwd"]
+            if not os.path.isdir(cwd):
+                raise FileNotFoundError(2, "No such folder", cwd)
+            pid = os.fork()
+            if pid == 0:
+                _supervise(self.sock, request, fds)
+        except OSError as exc:
+            answer = f"error {exc.errno or 0} {exc}"
+        except (ValueError, KeyError, TypeError) as exc:
+            answer = f"error 0 bad request: {exc}"
+        else:
+            answer = f"pid {pid}"
+        try:
+            os.write(fds[3], answer.encode(errors="replace") + b"\n")
+        except OSError:
+            pass  # the host let go of the node already
 
 
 def main(argv: list[str]) -> int:
@@ -214,9 +217,13 @@ def main(argv: list[str]) -> int:
     # `python -m` put the zygote's own folder first; each agent puts its own there instead.
     _BASE_PATH[:] = sys.path[1:]
     sock = socket.socket(fileno=fd)
+    # What is imported now lives as long as the zygote: out of the collector's reach, a fork's garbage
+    # collection does not write to (and so copy) every page of it.
+    gc.collect()
+    gc.freeze()
     try:
         ZygoteServer(sock).serve()
-    except (BrokenPipeError, ConnectionResetError):
+    except ConnectionResetError:
         pass
     return 0
 
