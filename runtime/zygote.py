@@ -146,8 +146,8 @@ class Zygote:
             raise
         finally:
             zygote_end.close()
-        # A request is small and the zygote reads them as they come: a full socket is a stuck zygote.
-        host_end.settimeout(ANSWER_S)
+        # Never wait on the loop's thread: the zygote reads requests as they come, a full socket is a stuck zygote.
+        host_end.setblocking(False)
         self._sock, self._startup, self._answered, self._failed_at = host_end, startup, False, None
 
     def _stop(self) -> int | None:
