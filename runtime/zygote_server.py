@@ -21,6 +21,9 @@ agent is a further fork running call_child's `main` in-process (or an exec of
 `argv`). The supervisor's status goes to the host on the verdict pipe too
 (`status N`, minus a signal's number), since the host is not its parent.
 
+What a fork does not renew: the interpreter's str hash seed, shared by every
+agent one zygote forks (an exec drew one each); `random` is re-seeded.
+
 It stays single-threaded (a fork from a threaded process may inherit a held
 lock), ignores SIGCHLD so the kernel reaps the supervisors it forked, and
 leaves when the host does: end of file on its socket, and SIGKILL by
