@@ -222,7 +222,7 @@ def main() -> None:
         args.rounds = 5
     ratio = asyncio.run(main_async(args.nodes, args.rounds))
     if args.sync_nodes > 0 and not args.ci:
-        asyncio.run(sync_main(args.sync_nodes, max(3, args.rounds)))
+        asyncio.run(sync_main(args.sync_nodes, args.rounds if args.smoke else max(3, args.rounds)))
     if args.ci:
         ok = ratio <= CI_SLACK * stated
         print(f"  CI: {ratio:.1f}x the floor against README's {stated:.1f}x (fails past {CI_SLACK * stated:.1f}x): {'ok' if ok else 'FAILED'}")
