@@ -1,6 +1,7 @@
-"""Per-node overhead: Swarmkit vs LangGraph (AsyncSqliteSaver) vs the plain-sqlite3 floor, side by side.
+"""Per-node overhead: Swarmkit vs LangGraph (AsyncSqliteSaver) vs the plain-sqlite3 floor, side by side;
+and a sync `call` node's (a process of its own) against `python -c pass`.
 
-    python bench/per_node.py [--nodes 200] [--rounds 7] [--ci]
+    python bench/per_node.py [--nodes 200] [--rounds 7] [--sync-nodes 20] [--ci]
 
 All three run a linear flow of no-op nodes on a SQLite file, in the same
 process, interleaved round by round so machine noise hits them alike.
@@ -9,8 +10,15 @@ cross-process stop/cancel check, node.started/node.finished events and the
 epoch fence. The floor does the same checkpoint and flag read with sqlite3
 and nothing else. LangGraph needs `pip install -e '.[bench]'`.
 
+The sync part runs a flow of `--sync-nodes` sync no-op `call` nodes, each in
+a contained process of its own: forked by the host's zygote, and (the code path
+before it, SWARMKIT_ZYGOTE=0) exec'd as `python -S agent_supervisor.py -- python
+-m swarmkit.runtime.call_child`; `python -c pass` (this interpreter) is timed in
+the same rounds, between the two. Issue 31's target: a node at most half of
+`python -c pass`.
+
 `--ci` (.ci/run runs it after the tests): a short round, failing when the ratio to the floor is more
-than twice what the README's performance table states for this benchmark.
+than twice what the README's performance table states for this benchmark. It skips the sync part.
 """
 
 from __future__ import annotations
@@ -18,9 +26,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,10 +43,12 @@ sys.path.insert(0, str(ROOT))
 LANGGRAPH_TARGET = 0.25
 FLOOR_TARGET = 15.0
 CI_SLACK = 2.0
+SYNC_TARGET = 0.5
 
 from swarmkit.runtime import control  # noqa: E402
 from swarmkit.runtime.executor import RunHost  # noqa: E402
 from swarmkit.runtime.flow import parse_flow  # noqa: E402
+from swarmkit.runtime.zygote import SWITCH, zygote  # noqa: E402
 from swarmkit.store import Store  # noqa: E402
 
 
@@ -136,6 +148,55 @@ async def main_async(nodes: int, rounds: int) -> float:
     return floor_ratio
 
 
+def python_pass(times: int) -> float:
+    """Seconds for one `python -c pass` (this interpreter, as an agent's would be), the mean of `times`."""
+    t0 = time.perf_counter()
+    for _ in range(times):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return (time.perf_counter() - t0) / times
+
+
+async def sync_nodes_run(store: Store, flow, forked: bool) -> float:
+    if forked:
+        os.environ.pop(SWITCH, None)
+    else:
+        os.environ[SWITCH] = "0"
+    try:
+        return await swarmkit_run(store, flow)
+    finally:
+        os.environ.pop(SWITCH, None)
+
+
+def stats(values: list[float]) -> str:
+    return f"{statistics.median(values):7.1f} ms  (min {min(values):.1f}, max {max(values):.1f})"
+
+
+async def sync_main(nodes: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory() as ws:
+        Path(ws, "benchsync.py").write_text("def noop(ctx):\n    return None\n")
+        sys.path.insert(0, ws)
+        flow = parse_flow('name = "sync-noop"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncall = "benchsync:noop"\n' for i in range(nodes)))
+        store = await Store.open(f"sqlite:///{ws}/.swarmkit/store.db", ws)
+        results: dict[str, list[float]] = {"zygote (fork)": [], "exec (SWARMKIT_ZYGOTE=0)": [], "python -c pass": []}
+        try:
+            await sync_nodes_run(store, flow, forked=True)  # warm-up: the zygote's start, imports, page cache
+            await sync_nodes_run(store, flow, forked=False)
+            for _ in range(rounds):
+                results["zygote (fork)"].append(await sync_nodes_run(store, flow, forked=True) / nodes * 1000)
+                results["python -c pass"].append(python_pass(nodes) * 1000)
+                results["exec (SWARMKIT_ZYGOTE=0)"].append(await sync_nodes_run(store, flow, forked=False) / nodes * 1000)
+        finally:
+            await store.close()
+            zygote().close()
+    print(f"{nodes} sync no-op call nodes per run, {rounds} rounds, ms per node (median, min, max of the rounds):")
+    for name, values in results.items():
+        print(f"  {name:<26} {stats(values)}")
+    floor = statistics.median(results["python -c pass"])
+    for name in ("zygote (fork)", "exec (SWARMKIT_ZYGOTE=0)"):
+        ratio = statistics.median(results[name]) / floor
+        print(f"  {name} / python -c pass = {ratio:.2f}x  (target at most {SYNC_TARGET:.2f}x)  {'MET' if ratio <= SYNC_TARGET else 'MISSED'}")
+
+
 def readme_floor_ratio() -> float:
     """The ratio to the floor that the README's performance table states for this benchmark."""
     for row in (ROOT / "README.md").read_text(encoding="utf-8").splitlines():
@@ -150,15 +211,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--sync-nodes", type=int, default=20, help="sync call nodes per run in the sync part (0: skip it)")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: proves the script runs")
     ap.add_argument("--ci", action="store_true", help=f"a short round; exit 1 when the ratio to the floor is past {CI_SLACK:.0f}x what README.md states")
     args = ap.parse_args()
     if args.smoke:
-        args.nodes, args.rounds = 10, 1
+        args.nodes, args.rounds, args.sync_nodes = 10, 1, 3
     if args.ci:
         stated = readme_floor_ratio()
         args.rounds = 5
     ratio = asyncio.run(main_async(args.nodes, args.rounds))
+    if args.sync_nodes > 0 and not args.ci:
+        asyncio.run(sync_main(args.sync_nodes, args.rounds if args.smoke else max(3, args.rounds)))
     if args.ci:
         ok = ratio <= CI_SLACK * stated
         print(f"  CI: {ratio:.1f}x the floor against README's {stated:.1f}x (fails past {CI_SLACK * stated:.1f}x): {'ok' if ok else 'FAILED'}")

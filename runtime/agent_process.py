@@ -6,6 +6,10 @@ agent's stdout and stderr as the run's log lines, with back-pressure: when the
 host has too many lines waiting for the store, it stops reading, the pipe
 fills, and the agent waits on its own writes instead of the host's memory
 growing.
+
+A sync `call` agent's supervisor is forked by the host's zygote (zygote.py)
+with the same pipes, when it can be; otherwise, and for commands, it is
+exec'd as `python -S agent_supervisor.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,10 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from .forked_process import ForkedProcess, ZygoteRefused
+from .zygote import ANSWER_S as ZYGOTE_ANSWER_S
+from .zygote import zygote
 
 SUPERVISOR = str(Path(__file__).with_name("agent_supervisor.py"))
 # A longer line is cut: one runaway line must not become a 1 GB event.
@@ -92,8 +100,11 @@ class AgentProcess:
         term_grace: float,
         fence_grace: float,
         lease_deadline: float | None,
+        call_io: str | None = None,
     ):
         self.argv = argv
+        # A sync call agent's io folder: the zygote may run call_child on it in a fork instead of exec'ing argv.
+        self.call_io = call_io
         self.cwd = cwd
         self.env = env
         self.lines = lines
@@ -102,7 +113,7 @@ class AgentProcess:
         self.term_grace = term_grace
         self.fence_grace = fence_grace
         self.lease_deadline = lease_deadline
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | ForkedProcess | None = None
         self._pumps: list[asyncio.Task] = []
         self.abandoned = False
         self._verdict: int | None = None  # the read end of the supervisor's verdict pipe
@@ -111,6 +122,8 @@ class AgentProcess:
         self.lease_expired = False
 
     async def start(self) -> None:
+        if self.call_io is not None and await self._start_forked():
+            return
         opts = ["--interrupt-grace", str(self.interrupt_grace), "--term-grace", str(self.term_grace), "--fence-grace", str(self.fence_grace)]
         if self.lease_deadline is not None:
             opts += ["--lease", repr(self.lease_deadline)]
@@ -138,6 +151,50 @@ class AgentProcess:
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self._pumps = [asyncio.create_task(pump(self.proc.stdout, self.lines)), asyncio.create_task(pump(self.proc.stderr, self.lines))]
 
+    async def _start_forked(self) -> bool:
+        """Have the zygote fork the supervisor with this side's pipes; False when it cannot (then exec)."""
+        request = {
+            "call": self.call_io, "argv": self.argv, "cwd": str(self.cwd), "env": self.env,
+            "opts": {"interrupt_grace": self.interrupt_grace, "term_grace": self.term_grace, "fence_grace": self.fence_grace, "lease": self.lease_deadline},
+        }
+        pipes = [os.pipe() for _ in range(4)]  # control, stdout, stderr, verdict; close-on-exec, as the host's own must be
+        theirs = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
+        ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+        try:
+            sent_to = zygote().send(request, theirs)
+        except BaseException:
+            for fd in ours:
+                os.close(fd)
+            raise
+        finally:
+            # Only the zygote and the supervisor may hold them now: a write end left here would keep a pump from its end of file.
+            for fd in theirs:
+                os.close(fd)
+        if sent_to is None:
+            for fd in ours:
+                os.close(fd)
+            return False
+        proc = await ForkedProcess.attach(*ours)
+        try:
+            await proc.forked(ZYGOTE_ANSWER_S)
+        except ZygoteRefused:
+            proc.close()
+            zygote().answered(sent_to)
+            raise
+        except (ConnectionError, TimeoutError) as exc:
+            # Closing our ends first: a supervisor it forks after all finds its control pipe closed and ends at once.
+            proc.close()
+            zygote().failed(sent_to, str(exc) or type(exc).__name__)
+            return False
+        except BaseException:
+            proc.close()
+            raise
+        zygote().answered(sent_to)
+        self.proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        self._pumps = [asyncio.create_task(pump(proc.stdout, self.lines)), asyncio.create_task(pump(proc.stderr, self.lines))]
+        return True
+
     def _send(self, line: str) -> None:
         proc = self.proc
         if proc is None or proc.returncode is not None or proc.stdin is None or proc.stdin.is_closing():
@@ -163,6 +220,8 @@ class AgentProcess:
 
     def _read_verdict(self) -> bytes:
         """What the supervisor said before it exited (nothing, mostly): the pipe's write end is closed by then."""
+        if isinstance(self.proc, ForkedProcess):
+            return self.proc.told
         fd, self._verdict = self._verdict, None
         if fd is None:
             return b""
@@ -175,13 +234,15 @@ class AgentProcess:
             os.close(fd)
 
     async def _drain(self) -> None:
-        if not self._pumps:
-            return
-        done, pending = await asyncio.wait(self._pumps, timeout=DRAIN_S)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*self._pumps, return_exceptions=True)
-        self._pumps = []
+        if self._pumps:
+            done, pending = await asyncio.wait(self._pumps, timeout=DRAIN_S)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._pumps, return_exceptions=True)
+            self._pumps = []
+        if isinstance(self.proc, ForkedProcess) and self.proc.returncode is not None:
+            # An exec'd supervisor's pipes go with its transport; these are ours to close.
+            self.proc.close()
 
     async def interrupt(self) -> None:
         """The cancel's escalation: the supervisor sends SIGINT, SIGTERM, SIGKILL to every process below it."""

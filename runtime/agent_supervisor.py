@@ -30,8 +30,10 @@ supervisor exits with the command's status once nothing is left.
 
 The agent's stdin is /dev/null; its stdout and stderr are the supervisor's
 (the host's pipes). The supervisor ignores SIGINT and SIGTERM so that it can
-always finish the escalation and report how the command ended. Stdlib only,
-imported by nothing: it starts in milliseconds.
+always finish the escalation and report how the command ended. Stdlib only:
+run as a script it starts in milliseconds, and the zygote (zygote_server.py)
+runs the same `Supervisor` in a fork of itself, where the agent is a further
+fork running a sync callable in-process (`launch`) instead of an exec.
 """
 
 import ctypes
@@ -40,6 +42,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.05
@@ -113,8 +116,11 @@ def send(pids, sig: int) -> None:
 class Supervisor:
     def __init__(
         self, argv: list[str], interrupt_grace: float, term_grace: float, fence_grace: float, lease: float | None, verdict_fd: int | None = None,
+        launch: Callable[[], object] | None = None,
     ):
         self.argv = argv
+        # In a zygote's fork: what the agent's process runs instead of exec'ing argv (it never returns).
+        self.launch = launch
         # Where the supervisor says that it ended the agents for the lease: its exit status
         # alone cannot, an agent parking at a boundary of its own exits 75 as well.
         self.verdict_fd = verdict_fd
@@ -127,18 +133,25 @@ class Supervisor:
         self.child_status: int | None = None
         self.control_open = True
         self.buf = b""
+        # Woken by SIGCHLD: the node ends when its agent exits, not at the next poll.
+        self.wake_r, self.wake_w = -1, -1
 
     # --- processes ------------------------------------------------------------
 
-    def reap(self) -> None:
-        """Collect every exited child: the command, and orphans re-parented to us."""
+    def reap(self) -> bool:
+        """Collect every exited child: the command, and orphans re-parented to us. True while a child lives.
+
+        A subreaper with no child at all has no descendant either: an orphan is re-parented to us
+        before its parent can be reaped, so a live descendant always hangs below a child of ours.
+        That answer costs one system call where a walk of /proc reads every process of the machine.
+        """
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                return False
             if pid == 0:
-                return
+                return True
             if pid == self.child:
                 self.child_status = status
 
@@ -164,14 +177,15 @@ class Supervisor:
         """Wait up to `grace` seconds for every descendant to be gone (reaping as they go)."""
         deadline = time.monotonic() + grace
         while True:
-            self.reap()
-            if not descendants(self.me):
+            if not self.reap() or not descendants(self.me):
                 return True
             if time.monotonic() >= deadline:
                 return False
             pause(0.02)
 
     def escalate(self, steps: list[tuple[int, float]]) -> None:
+        if not self.reap():
+            return
         for sig, grace in steps:
             if not self.signal_all(sig):
                 break
@@ -183,15 +197,20 @@ class Supervisor:
     # --- the control pipe -----------------------------------------------------
 
     def read_control(self, timeout: float) -> list[str]:
-        if not self.control_open:
-            pause(timeout)
-            return []
+        watched = ([0] if self.control_open else []) + ([self.wake_r] if self.wake_r >= 0 else [])
         try:
-            ready, _, _ = select.select([0], [], [], timeout)
+            ready, _, _ = select.select(watched, [], [], timeout)
         except (OSError, ValueError):
+            if not self.control_open:
+                return []
             self.control_open = False
             return ["eof"]
-        if not ready:
+        if self.wake_r in ready:
+            try:
+                os.read(self.wake_r, 4096)
+            except OSError:
+                pass
+        if 0 not in ready or not self.control_open:
             return []
         try:
             chunk = os.read(0, 4096)
@@ -206,18 +225,35 @@ class Supervisor:
 
     # --- the life of one command -----------------------------------------------
 
+    def _watch_children(self) -> None:
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        # A Python handler, or the C handler never writes to the wakeup fd.
+        signal.signal(signal.SIGCHLD, lambda _sig, _frame: None)
+
     def start(self) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self._watch_children()
         self.child = os.fork()
         if self.child == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)
             devnull = os.open(os.devnull, os.O_RDONLY)
             os.dup2(devnull, 0)
             os.close(devnull)
+            # Only the supervisor writes the verdict; a fork (no exec to close them) must let go of it here.
+            for fd in (self.wake_r, self.wake_w, self.verdict_fd):
+                if fd is not None and fd >= 0:
+                    os.close(fd)
+            if self.launch is not None:
+                self.launch()
+                os._exit(70)  # launch never returns; if it does, nothing of the agent ran right
             try:
                 os.execvp(self.argv[0], self.argv)
             except OSError as exc:
@@ -233,16 +269,12 @@ class Supervisor:
             pass
 
     def finish(self) -> int:
-        """Exit as the command did: with its status, or killed by its signal (the host tells the two apart)."""
+        """How the command ended: its exit status, or minus the signal that killed it (the host tells the two apart)."""
         status = self.child_status
         if status is None:
             return 1
         if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-            os.kill(self.me, sig)
-            return 128 + sig
+            return -os.WTERMSIG(status)
         return os.WEXITSTATUS(status)
 
     def run(self) -> int:
@@ -288,6 +320,17 @@ def parse(argv: list[str]) -> tuple[dict, list[str]]:
     return opts, argv[i + 1 :]
 
 
+def exit_as(code: int) -> int:
+    """Exit with `code`, or, when it is minus a signal, die of that signal as the command did."""
+    if code >= 0:
+        return code
+    sig = -code
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    os.kill(os.getpid(), sig)
+    return 128 + sig
+
+
 def main(argv: list[str]) -> int:
     opts, command = parse(argv)
     if not command:
@@ -296,7 +339,7 @@ def main(argv: list[str]) -> int:
     if opts["verdict_fd"] is not None:
         os.set_inheritable(opts["verdict_fd"], False)  # the supervisor's to write, not the agent's
     become_subreaper()
-    return Supervisor(command, **opts).run()
+    return exit_as(Supervisor(command, **opts).run())
 
 
 if __name__ == "__main__":

@@ -114,12 +114,13 @@ def _json_object(raw: bytes, agent: Agent, what: str) -> dict[str, Any]:
     return value
 
 
-async def _supervised(argv: list[str], hooks: ProcessHooks, workspace: Path, env: dict[str, str], agent: Agent) -> int:
-    """Run `argv` under the supervisor until it exits; on cancel, escalate and re-raise."""
+async def _supervised(argv: list[str], hooks: ProcessHooks, workspace: Path, env: dict[str, str], agent: Agent, call_io: str | None = None) -> int:
+    """Run `argv` under the supervisor until it exits; on cancel, escalate and re-raise.
+    `call_io`: a sync call agent's io folder, which the zygote can run without an exec."""
     proc = AgentProcess(
         argv, cwd=workspace, env=env, lines=hooks.lines, note=hooks.note,
         interrupt_grace=hooks.interrupt_grace, term_grace=hooks.term_grace, fence_grace=hooks.fence_grace,
-        lease_deadline=hooks.lease_deadline(),
+        lease_deadline=hooks.lease_deadline(), call_io=call_io,
     )
     try:
         await proc.start()
@@ -199,7 +200,7 @@ async def run_command(
 
 
 async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hooks: ProcessHooks) -> tuple[dict[str, Any], Usage]:
-    """A sync callable, in a child process under the supervisor (see call_child.py)."""
+    """A sync callable, in a child process under the supervisor (see call_child.py), forked by the zygote when it can be."""
     with tempfile.TemporaryDirectory(prefix="swarmkit-") as io_dir:
         io = Path(io_dir)
         first, look_beside = calls.child_path()
@@ -216,7 +217,7 @@ async def run_sync_call(agent: Agent, ctx: AgentContext, calls: RunModules, hook
         hooks.live.path = io / USAGE_FILE
         hooks.control(io / "control.json")
         try:
-            code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent)
+            code = await _supervised([sys.executable, "-m", "swarmkit.runtime.call_child", str(io)], hooks, ctx.workspace, env, agent, call_io=str(io))
         finally:
             hooks.control(None)
         raw = await asyncio.to_thread(read_agent_file, io / "result.json", "the agent's result")
