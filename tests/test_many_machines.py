@@ -80,8 +80,11 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
     # between heartbeats (the write waited 1.7 s to begin) and its healthy run was rightly marked lost.
     lease = float(ROOMY_LEASE["SWARMKIT_LEASE"])
     room = dict(ROOMY_LEASE)
-    behind = clis["behind"].start("worker", "--concurrency", "2", env=clock_env("-10m", SWARMKIT_HOST="behind", **room))
-    ahead = clis["ahead"].start("worker", "--concurrency", "2", env=clock_env("+10m", SWARMKIT_HOST="ahead", **room))
+    # The workers poll (claim, and judge leases) every 0.5 s, not FAST_ENV's 0.1 s: thirty judgements
+    # per lease, and each of the three, idle under libfaketime, spent 4% of a CPU polling ten times a second.
+    hosting = {**room, "SWARMKIT_POLL": "0.5"}
+    behind = clis["behind"].start("worker", "--concurrency", "2", env=clock_env("-10m", SWARMKIT_HOST="behind", **hosting))
+    ahead = clis["ahead"].start("worker", "--concurrency", "2", env=clock_env("+10m", SWARMKIT_HOST="ahead", **hosting))
     idle = None
     try:
         # The four submissions at once: each is a process that mostly starts up.
@@ -92,12 +95,15 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
             assert proc.returncode == 0, f"swarmkit run --detach ({name}) exited {proc.returncode}:\n{out}\n{err}"
             ids[name] = out.strip()
         wait_for(lambda: set(_status(clis["laptop"], room).values()) == {"running"}, timeout=120, interval=0.3, what="all four runs hosted")
-        idle = clis["idle"].start("worker", "--concurrency", "1", env=clock_env("+60s", SWARMKIT_HOST="idle", **room))
+        idle = clis["idle"].start("worker", "--concurrency", "1", env=clock_env("+60s", SWARMKIT_HOST="idle", **hosting))
         laptop = clock_env("+20s", **room)
         hosts: dict[str, str | None] = {}
-        # Leases' worth of looking and lease checking from every clock.
+        # Leases' worth of looking and lease checking from every clock: a round of three looks (each a
+        # process that mostly starts up) every fifth of a lease, five judgements per lease from each clock,
+        # rather than round after round, as fast as they start.
         deadline = time.monotonic() + 2 * lease
         while time.monotonic() < deadline:
+            round_began = time.monotonic()
             for env in (laptop, clock_env("-10m", **room), room):
                 seen = _status(clis["laptop"], env)
                 if set(seen.values()) != {"running"}:
@@ -105,7 +111,7 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
                     _stop(behind, ahead, idle)
                     said = "\n".join(f"[{n}] {p.stderr.read()[-1500:] if p.stderr else ''}" for n, p in (("behind", behind), ("ahead", ahead), ("idle", idle)))
                     raise AssertionError(f"a healthy run was marked lost: {seen}\n{logs}\nthe workers said:\n{said}")
-            time.sleep(0.3)
+            time.sleep(max(0.3, round_began + lease / 5 - time.monotonic()))  # pacing the rounds, not waiting on anything
         for name, rid in ids.items():
             hosts[name] = job(pg_url, ws["laptop"], rid).host
         assert set(hosts.values()) == {"behind", "ahead"}
@@ -119,7 +125,9 @@ def test_hosts_whose_clocks_differ_by_minutes_mark_no_healthy_run_lost(pg_url: s
         ahead.wait()
         t0 = time.monotonic()
         theirs = {ids[n] for n, h in hosts.items() if h == "ahead"}
-        wait_for(lambda: all(_status(clis["laptop"], laptop)[i] == "lost" for i in theirs), timeout=90, interval=0.3, what="the dead host's runs to be marked lost")
+        # A look (a process that mostly starts up) every tenth of a lease: the look that judges them lost
+        # comes at most that late.
+        wait_for(lambda: all(_status(clis["laptop"], laptop)[i] == "lost" for i in theirs), timeout=90, interval=lease / 10, what="the dead host's runs to be marked lost")
         took = time.monotonic() - t0
         # Within the lease and what a loaded machine adds (each look is a CLI under libfaketime:
         # 18 s once in a full run here); a judge on a clock 10 minutes behind would take minutes.

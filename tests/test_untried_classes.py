@@ -420,10 +420,13 @@ def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cl
     flow = write_flow(flows, "evil", body)
     before = paths_under(tmp_path)
     env = {"SWARMKIT_ACTOR": EVIL_ACTOR}
+    # Read once, here: the in-process verbs below change this process's environment while they run,
+    # and the child processes started beside them must not see that.
+    evil_env = env_for_children(env)
 
     def sk(*args: str, ok: tuple[int, ...] = (0,)) -> bytes:
         proc = subprocess.run(
-            swarmkit_argv(args[0], cli.store_url, *args[1:]), cwd=cli.workspace, env=env_for_children(env), capture_output=True, timeout=120
+            swarmkit_argv(args[0], cli.store_url, *args[1:]), cwd=cli.workspace, env=evil_env, capture_output=True, timeout=120
         )
         out = proc.stdout + proc.stderr
         assert proc.returncode in ok, f"{args[:3]}: exit {proc.returncode}\n{out[-2000:]!r}"
@@ -440,37 +443,50 @@ def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cl
     # The act verbs, with the evil actor, on a real run: approve, stop (queued: at once), resume, stop again.
     for act in (("approve",), ("stop",), ("stop",), ("resume",), ("stop",)):
         sk(act[0], rid[:10], str(cli.workspace))
+    # Every read surface and the usage errors only read the store: they run side by side, four at a
+    # time (each is a process that mostly starts up), each checked as sk checks one, while this process
+    # tries the ids that are paths or escapes in-process (below).
+    from concurrent.futures import ThreadPoolExecutor
+
     surfaces = [
         ("status", str(cli.workspace)), ("status", "--all", "-o", "wide", str(cli.workspace)), ("status", rid[:8], str(cli.workspace)),
         ("logs", rid[:8], str(cli.workspace)), ("logs", rid[:8], "--timestamps", str(cli.workspace)),
         ("audit", str(cli.workspace)), ("audit", rid[:8], str(cli.workspace)),
+        ("status", rid[:8], "-o", "json", str(cli.workspace)), ("status", "--all", "-o", "json", str(cli.workspace)),
+        ("logs", rid[:8], "-o", "json", str(cli.workspace)), ("audit", "-o", "json", str(cli.workspace)),
     ]
-    for s in surfaces:
-        sk(*s)
-    view = json.loads(sk("status", rid[:8], "-o", "json", str(cli.workspace)))
+    # A word given that is no option, and ambiguous options: argparse quotes them (used to: raw).
+    usage_errors = [("status", f"--{ESC}[2J", str(cli.workspace)), ("logs", rid[:8], f"--x{ESC}]0;t\x07", str(cli.workspace)), ("status", f"--s={ESC}[2J")]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        looked = [pool.submit(sk, *s) for s in surfaces]
+        refused = [pool.submit(sk, *words, ok=(2,)) for words in usage_errors]
+        console = pool.submit(
+            subprocess.run, console_argv(cli.store_url, "--once", f"--{ESC}[2J\x9b"), cwd=cli.workspace, env=evil_env, capture_output=True, timeout=60
+        )
+        # Ids that are paths or escapes, given to every verb: "no run matches", inertly, exit 2.
+        for ref in EVIL_REFS:
+            for verb in (("status",), ("logs",), ("audit",), ("stop",), ("stop", "--now"), ("cancel",), ("cancel", "--keep"), ("resume",), ("approve",), ("status", "-o", "json"), ("logs", "-f")):
+                res = cli.call(verb[0], ref, str(cli.workspace), *verb[1:])
+                said = res.stdout + res.stderr
+                assert res.returncode == 2, (verb, ref, res.returncode, said[-500:])
+                assert not has_traceback(said) and not _raw_hazards(said.encode("utf-8", "surrogateescape")), (verb, ref, said[-500:])
+        seen = {s: f.result() for s, f in zip(surfaces, looked)}
+        for f in refused:
+            f.result()
+        proc = console.result()
+    assert proc.returncode == 2 and not _raw_hazards(proc.stdout + proc.stderr), proc.stderr
+    view = json.loads(seen[("status", rid[:8], "-o", "json", str(cli.workspace))])
     assert view["flow"] == "../../../escape" and view["inputs"] == {"../../key": "/etc/passwd", "/abs/key": "../../v"}
-    json.loads(sk("status", "--all", "-o", "json", str(cli.workspace)))
-    log_json = sk("logs", rid[:8], "-o", "json", str(cli.workspace)).decode()
+    json.loads(seen[("status", "--all", "-o", "json", str(cli.workspace))])
+    log_json = seen[("logs", rid[:8], "-o", "json", str(cli.workspace))].decode()
     texts = [json.loads(line).get("text") for line in log_json.splitlines() if line.strip().startswith("{")]
     if not texts:  # one JSON document rather than one per line
         doc = json.loads(log_json)
         texts = [e.get("text") for e in (doc.get("events") if isinstance(doc, dict) else doc)]
     for t in EVIL_TEXT:
         assert t in texts, f"the line {t!r} was not kept exactly in the JSON"
-    acts = json.loads(sk("audit", "-o", "json", str(cli.workspace)))["audit"]
+    acts = json.loads(seen[("audit", "-o", "json", str(cli.workspace))])["audit"]
     assert {a["actor"] for a in acts if a["action"] != "run.submitted"} == {EVIL_ACTOR}, "the actor is recorded as given"
-    # Ids that are paths or escapes, given to every verb: "no run matches", inertly, exit 2.
-    for ref in EVIL_REFS:
-        for verb in (("status",), ("logs",), ("audit",), ("stop",), ("stop", "--now"), ("cancel",), ("cancel", "--keep"), ("resume",), ("approve",), ("status", "-o", "json"), ("logs", "-f")):
-            res = cli.call(verb[0], ref, str(cli.workspace), *verb[1:])
-            said = res.stdout + res.stderr
-            assert res.returncode == 2, (verb, ref, res.returncode, said[-500:])
-            assert not has_traceback(said) and not _raw_hazards(said.encode("utf-8", "surrogateescape")), (verb, ref, said[-500:])
-    # A word given that is no option, and ambiguous options: argparse quotes them (used to: raw).
-    for words in (("status", f"--{ESC}[2J", str(cli.workspace)), ("logs", rid[:8], f"--x{ESC}]0;t\x07", str(cli.workspace)), ("status", f"--s={ESC}[2J")):
-        sk(*words, ok=(2,))
-    proc = subprocess.run(console_argv(cli.store_url, "--once", f"--{ESC}[2J\x9b"), cwd=cli.workspace, env=env_for_children(env), capture_output=True, timeout=60)
-    assert proc.returncode == 2 and not _raw_hazards(proc.stdout + proc.stderr), proc.stderr
     # Run the rest: a worker hosts it to its end. Nothing was made outside the store's folder, and each
     # run folder is named for its run.
     sk("resume", rid[:10], str(cli.workspace))
