@@ -115,11 +115,16 @@ async def langgraph_run(path: str, nodes: int, run: int) -> float | None:
         return time.perf_counter() - t0
 
 
+def noop_flow(ws: str, module: str, define: str, nodes: int):
+    """A flow of `nodes` no-op `call` agents, `define` ("def" or "async def") in `module`, written to `ws`."""
+    Path(ws, f"{module}.py").write_text(f"{define} noop(ctx):\n    return None\n")
+    sys.path.insert(0, ws)
+    return parse_flow(f'name = "{module}"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncall = "{module}:noop"\n' for i in range(nodes)))
+
+
 async def main_async(nodes: int, rounds: int) -> float:
     with tempfile.TemporaryDirectory() as ws:
-        Path(ws, "benchnoop.py").write_text("async def noop(ctx):\n    return None\n")
-        sys.path.insert(0, ws)
-        flow = parse_flow('name = "noop"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncall = "benchnoop:noop"\n' for i in range(nodes)))
+        flow = noop_flow(ws, "benchnoop", "async def", nodes)
         store = await Store.open(f"sqlite:///{ws}/.swarmkit/store.db", ws)
         results: dict[str, list[float]] = {"swarmkit": [], "langgraph": [], "floor (sqlite3)": []}
         try:
@@ -173,9 +178,7 @@ def stats(values: list[float]) -> str:
 
 async def sync_main(nodes: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as ws:
-        Path(ws, "benchsync.py").write_text("def noop(ctx):\n    return None\n")
-        sys.path.insert(0, ws)
-        flow = parse_flow('name = "sync-noop"\n' + "".join(f'[[agents]]\nname = "n{i}"\ncall = "benchsync:noop"\n' for i in range(nodes)))
+        flow = noop_flow(ws, "benchsync", "def", nodes)
         store = await Store.open(f"sqlite:///{ws}/.swarmkit/store.db", ws)
         results: dict[str, list[float]] = {"zygote (fork)": [], "exec (SWARMKIT_ZYGOTE=0)": [], "python -c pass": []}
         try:

@@ -107,13 +107,6 @@ class JobRecord:
             return "stalled"
         return RUNNING
 
-    def stall_deadline(self, stall_after: timedelta = STALL_AFTER) -> datetime | None:
-        """When this running row shows stalled if no sign of work comes first."""
-        if self.stall_at is not None:
-            return self.stall_at
-        last = self.last_event_at or self.started_at
-        return last + stall_after if last is not None else None
-
     def as_dict(self) -> dict[str, Any]:
         # Every column, then only the few that need it converted: a page of 50 runs is 50 of these a request.
         out = self.__dict__.copy()
