@@ -128,10 +128,7 @@ class Worker:
 
     async def run(self) -> None:
         await self._register()
-        try:
-            await self.wakeups.start()
-        except STORE_FAULTS as exc:
-            log.warning("LISTEN failed, polling instead: %s", describe_db_error(exc, self.store.loc))
+        await self.wakeups.ensure()
         how = "woken by the store (LISTEN)" if self.wakeups.live else f"polling every {self.settings.poll_s:g}s"
         self.say(f"worker {self.id[:8]} on {host_name()} pid {os.getpid()}: hosting up to {self.concurrency} runs from {self.store.loc.display}, {how}")
         loop = asyncio.get_running_loop()
@@ -153,6 +150,7 @@ class Worker:
                     try:
                         if now >= look_at:
                             look_at = now + every * random.uniform(0.75, 1.0)
+                            await self.wakeups.ensure()  # again after a lost connection
                             await mark_lost(self.store, self.settings.lease_s, self.hosting)
                         free = self.concurrency - len(self.hosted)
                         if free > 0 and (woken or now >= claim_at):

@@ -60,49 +60,48 @@ async def announce(conn: Any, what: str) -> None:
 
 
 class Wakeups:
-    """LISTEN on a store's main lane, every connection it makes; `on_wake(what)` for each notification of its schema."""
+    """LISTEN on a store's main lane; `on_wake(what)` for each notification of its schema.
+
+    The LISTEN is made by `ensure`, never in the pool's connect: a connection the pool replaces (a
+    server restart, a killed backend) is not listening until the next `ensure`, and meanwhile `live`
+    says so and the worker polls."""
 
     def __init__(self, store: Store, on_wake: Callable[[str], None]):
         self.store = store
         self.on_wake = on_wake
         self._conns: weakref.WeakSet = weakref.WeakSet()
         self._schema: str | None = None
+        self._said = False
+
+    @property
+    def possible(self) -> bool:
+        """PostgreSQL direct: PgBouncer in transaction mode would hand LISTEN's session to other clients."""
+        loc = self.store.loc
+        return not (loc.is_sqlite or loc.pgbouncer or loc.read_only)
 
     @property
     def live(self) -> bool:
         """A listening connection is open: notifications can arrive (else the caller polls)."""
         return any(not c.is_closed() for c in self._conns)
 
-    async def start(self) -> bool:
-        """Listen where the connection allows it: PostgreSQL direct (PgBouncer in transaction mode would
-        hand LISTEN's session to other clients). False: nothing will be heard, poll."""
-        loc = self.store.loc
-        if loc.is_sqlite or loc.pgbouncer or loc.read_only:
-            return False
-        from sqlalchemy import event  # late: as in announce
-
-        engine = self.store.engine
-        event.listen(engine.sync_engine, "connect", self._on_connect)
-        # The pool's connection may predate the hook: listen on it too.
-        async with connect(engine) as conn:
-            raw = await conn.get_raw_connection()
-            await self._listen(raw.driver_connection)
-        return self.live
-
-    def _on_connect(self, dbapi_connection: Any, _record: Any) -> None:
-        from sqlalchemy.util import await_only  # late: as in announce
-
+    async def ensure(self) -> bool:
+        """Listen on the main lane's connection unless it does already. False: nothing will be heard, poll.
+        Never raises: a LISTEN that fails (the connection killed under it) leaves the caller polling."""
+        if not self.possible or self.live:
+            return self.live
         try:
-            await_only(self._listen(dbapi_connection.driver_connection))
-        except Exception as exc:  # the poll goes on without it; a failed LISTEN must not fail the connection
-            log.warning("LISTEN failed, polling instead: %s", type(exc).__name__)
-
-    async def _listen(self, conn: Any) -> None:
-        if conn in self._conns:
-            return
-        self._schema = await conn.fetchval("SELECT current_schema()")
-        await conn.add_listener(CHANNEL, self._heard)
-        self._conns.add(conn)
+            async with connect(self.store.engine) as conn:
+                raw: Any = (await conn.get_raw_connection()).driver_connection  # asyncpg's own connection
+                if raw not in self._conns:
+                    if self._schema is None:
+                        self._schema = await raw.fetchval("SELECT current_schema()")
+                    await raw.add_listener(CHANNEL, self._heard)
+                    self._conns.add(raw)
+        except Exception as exc:  # a hint lost, not a fault: the poll carries on without it
+            if not self._said:
+                self._said = True
+                log.warning("LISTEN failed, polling until it can be made again: %s", type(exc).__name__)
+        return self.live
 
     def _heard(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         schema, _, what = payload.partition("|")
