@@ -16,6 +16,10 @@ from swarmkit.cli.version_action import VersionAction
 from swarmkit.runtime.text import plain
 from swarmkit.store.masking import masked
 
+# A console that read the store more often than this would spend a core on it and show nothing sooner
+# (a frame takes about as long): `--poll 1e-300` was taken.
+MIN_POLL_S = 0.05
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = InertParser(
@@ -30,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="print the runs and exit")
     p.add_argument("--json", action="store_true", help="with --once: JSON")
     p.add_argument("--read-only", action="store_true", help="no acts: watch only")
-    p.add_argument("--poll", type=Seconds(), default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
+    p.add_argument("--poll", type=Seconds(least=MIN_POLL_S), default=1.0, metavar="SECONDS", help="how often to read the store (default 1)")
     p.add_argument("--theme", metavar="NAME", help="a Textual theme, e.g. textual-light (default: the last one chosen in the palette)")
     p.add_argument("--version", action=VersionAction)
     return p

@@ -50,6 +50,8 @@ def run_row(job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | 
         in_state_at=in_state_since(job).timestamp(),
         last_work_at=last.timestamp() if last else 0.0,
         burn_rate=view.burn or 0.0,
+        cost=job.cost or 0.0,
+        tokens=job.tokens or 0,
     )
 
 

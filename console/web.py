@@ -46,6 +46,7 @@ from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.store.store_errors import StoreUrlError
 from swarmkit.store.store_location import named_store, resolve_store
 
+from .command_line import MIN_POLL_S
 from .store_probe import probe_store
 
 TOKEN_ENV = "SWARMKIT_CONSOLE_TOKEN"
@@ -74,7 +75,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         "--allowed-host", action="append", default=[], metavar="NAME",
         help="a Host name browsers use to reach this console, beyond loopback names and the bound address (repeatable; required with --host 0.0.0.0)",
     )
-    p.add_argument("--poll", type=Seconds(), default=1.0, metavar="SECONDS", help="how often each console reads the store (default 1)")
+    p.add_argument("--poll", type=Seconds(least=MIN_POLL_S), default=1.0, metavar="SECONDS", help="how often each console reads the store (default 1)")
     return p
 
 

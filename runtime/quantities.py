@@ -82,13 +82,16 @@ class Port(Count):
 
 
 class Seconds(Quantity):
-    """A finite number of seconds, more than zero and at most `most`."""
+    """A finite number of seconds, more than zero (at least `least`, when given) and at most `most`."""
 
-    def __init__(self, most: float = 86400.0) -> None:
-        self.most = most
+    def __init__(self, most: float = 86400.0, least: float = 0.0) -> None:
+        self.most, self.least = most, least
 
     def parse(self, text: str) -> float:
-        return number(text, most=self.most)
+        value = number(text, most=self.most)
+        if value < self.least:
+            raise BadValue(f"must be at least {self.least:g} seconds")
+        return value
 
 
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")

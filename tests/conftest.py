@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from . import helpers
 from .helpers import FAST_ENV, PG_BASE, ROOT, need, proc_stats, run_child, stuck_report, wait_for  # noqa: F401  (tests import them from here too)
 
 _pg_state: dict[str, Any] = {}
@@ -158,16 +159,23 @@ def sqlite_url(workspace: Path) -> str:
     return f"sqlite:///{workspace}/.swarmkit/store.db"
 
 
+@pytest.fixture(autouse=True)
+def lease_of_the_test(request):
+    """Hosts get a 2 s lease in tests about leases (marked `short_lease`), a roomy one in the rest (helpers.FAST_ENV)."""
+    helpers.use_short_lease(request.node.get_closest_marker("short_lease") is not None)
+
+
 @pytest.fixture
 def fast_env(monkeypatch) -> dict[str, str]:
-    for k, v in FAST_ENV.items():
+    env = helpers.timing_env()
+    for k, v in env.items():
         monkeypatch.setenv(k, v)
-    return dict(FAST_ENV)
+    return env
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(FAST_ENV)
+    env.update(helpers.timing_env())
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     # A child that hangs and is sent SIGABRT (helpers.stuck_report) prints every thread's stack first.
     env["PYTHONFAULTHANDLER"] = "1"

@@ -22,9 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import FAST_ENV, PG_BASE, ROOT, group_alive, proc_stats, wait_for
-
-LEASE_S = float(FAST_ENV["SWARMKIT_LEASE"])
+from tests.helpers import LEASE_S, PG_BASE, ROOT, group_alive, proc_stats, timing_env, wait_for  # noqa: F401  (LEASE_S: tests import it from here)
 
 
 def scale() -> float:
@@ -37,7 +35,7 @@ def scale() -> float:
 
 def env_for_children(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(FAST_ENV)
+    env.update(timing_env())
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("SWARMKIT_STORE", None)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -462,7 +460,7 @@ def in_process(main, argv: list[str], env: dict[str, str] | None = None, cwd: Pa
     saved_cwd = os.getcwd()
     saved_path = list(sys.path)
     saved_modules = set(sys.modules)
-    os.environ.update(FAST_ENV)
+    os.environ.update(timing_env())
     os.environ.pop("SWARMKIT_STORE", None)
     if env:
         os.environ.update(env)

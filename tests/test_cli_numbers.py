@@ -51,6 +51,7 @@ class Flag:
 
 COUNT_BAD = ("-0", "+3", "1.5", "1e3", "0x10", "99999999999999999999", "9" * 5000)
 SECONDS_BAD = ("0", "-0", "0.0", "1e-400", "1e400", "86401", "-1e-3", "9" * 400, "5s")
+POLL_BAD = ("1e-300", "0.01", "0.049")
 DURATION_BAD = ("0s", "0", "-1d", "1e3s", "99999999d", "99999999999999999999d", "36501d", "5", "1y", "s", "5 m")
 
 FLAGS = (
@@ -63,8 +64,9 @@ FLAGS = (
     Flag("swarmkit", "serve", "--port", COUNT_BAD + ("65536", "70000"), ("0", "8765", "65535")),
     Flag("swarmkit", "notifications list", "--limit", COUNT_BAD + ("0", "100001"), ("1", "100000")),
     Flag("swarmkit", "notifications retry", "ID", COUNT_BAD + ("0", str(2**62 + 1)), ("1", str(2**62)), positional=True),
-    Flag("swarmkit-console", "", "--poll", SECONDS_BAD, ("0.2", "1", "86400")),
-    Flag("swarmkit-console", "serve", "--poll", SECONDS_BAD, ("0.5", "86400")),
+    # A poll more often than MIN_POLL_S (0.05 s) would spend a core: `1e-300` was taken.
+    Flag("swarmkit-console", "", "--poll", SECONDS_BAD + POLL_BAD, ("0.05", "0.2", "1", "86400")),
+    Flag("swarmkit-console", "serve", "--poll", SECONDS_BAD + POLL_BAD, ("0.05", "86400")),
     Flag("swarmkit-console", "serve", "--port", COUNT_BAD + ("0", "65536", "70000"), ("1", "8766", "65535")),
 )
 

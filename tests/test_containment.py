@@ -483,6 +483,7 @@ def watch_until_lost(cli: Cli, rid: str, agents: list[tuple[int, str]], timeout:
     return asyncio.run(go())
 
 
+@pytest.mark.short_lease
 def test_a_frozen_hosts_agents_die_before_its_run_reads_lost(cli: Cli, tmp_path: Path, ledger: Ledger, started):
     """SIGSTOP a worker whose run's command agent (and a setsid child of it) tick into the workspace:
     the agents are dead before the run reads lost (their supervisor holds the lease and ends them a

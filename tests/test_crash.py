@@ -46,6 +46,9 @@ from tests.stress.harness import RunFacts
 from .conftest import Cli, write_flow
 from .helpers import LOST_WITHIN_S, job
 
+# Every test here is about leases and lost hosts: their hosts run with a 2 s lease.
+pytestmark = pytest.mark.short_lease
+
 TERMINAL = ("completed", "failed", "faulted", "cancelled")
 
 

@@ -24,9 +24,11 @@ import pytest
 from tests.reliability import end_process, has_traceback, kill_group_of, sql, with_store
 
 from .conftest import Cli, child_env, hold, release, wait_for, write_flow
-from .helpers import FAST_ENV, LOST_WITHIN_S, audit, checkpoints, events, job, workspaces
+from .helpers import LEASE_S, LOST_WITHIN_S, audit, checkpoints, events, job, workspaces
 
-LEASE_S = float(FAST_ENV["SWARMKIT_LEASE"])
+# Every test here is about leases and lost hosts: their hosts run with a 2 s lease.
+pytestmark = pytest.mark.short_lease
+
 
 
 # --- helpers -----------------------------------------------------------------

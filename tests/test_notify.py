@@ -107,6 +107,7 @@ def test_each_transition_is_posted_signed_once_per_event_id(cli: Cli, tmp_path: 
     assert (boom["flow"], boom["node"]) == ("boom", "a") and "exited with status 3" in boom["text"]
 
 
+@pytest.mark.short_lease
 def test_a_notification_survives_a_kill_9_of_the_worker_between_the_transition_and_the_delivery(cli: Cli, tmp_path: Path, receiver: Receiver):
     gates = tmp_path / "gates"
     done = cli.call("run", str(write_flow(tmp_path, "done", 'name = "done"\n[[agents]]\nname = "a"\ncommand = "echo ok"\n')), "--detach", check=True).stdout.strip()

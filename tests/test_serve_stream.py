@@ -78,6 +78,7 @@ def test_stopped_and_cancelled_endings_keep_alives_and_last_event_id(cli: Cli, s
     assert ending(s.stream(other["id"]))["status"] == "cancelled"
 
 
+@pytest.mark.short_lease
 def test_a_stream_closes_when_the_host_is_lost(cli: Cli, tmp_path: Path):
     folder = flows(tmp_path / "flows", tmp_path / "gates")
     s = Served(cli, "--no-host", "--flows", str(folder))

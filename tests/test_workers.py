@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import ALSO_PGBOUNCER, Cli, hold, release, wait_for, write_flow
 from .helpers import LEASE_S, LOST_WITHIN_S, checkpoints, events, job
 
@@ -64,6 +66,7 @@ def test_two_workers_racing_for_queued_runs_host_each_exactly_once(cli: Cli, tmp
         assert len(claims) == 1
 
 
+@pytest.mark.short_lease
 def test_a_zombie_host_writes_nothing_after_its_run_is_resumed_elsewhere(cli: Cli, tmp_path: Path):
     flow = write_flow(
         tmp_path, "zombie",
@@ -95,6 +98,7 @@ def test_a_zombie_host_writes_nothing_after_its_run_is_resumed_elsewhere(cli: Cl
     assert job(cli.store_url, cli.workspace, short).status == "completed"
 
 
+@pytest.mark.short_lease
 def test_a_run_whose_host_died_becomes_lost_and_resumes_from_its_checkpoint(cli: Cli, tmp_path: Path):
     marks = tmp_path / "marks"
     marks.mkdir()

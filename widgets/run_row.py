@@ -35,6 +35,8 @@ class RunRow:
     in_state_at: float = 0.0  # when it entered the state it is shown in
     last_work_at: float = 0.0  # its last sign of work
     burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
+    cost: float = 0.0  # what it spent and the tokens it used: the usage column sorts on them, the most first
+    tokens: int = 0
 
     def shown(self) -> tuple[str, ...]:
         return self._shown
@@ -62,7 +64,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 _FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
 COLUMN_INDEX = {col: i for i, (col, _, _) in enumerate(COLUMNS)}
 _LIMITS = {"flow": 32, "node": 64, "requested_by": 32}
-_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate"}
+_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate", "cost", "tokens"}
 _STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 
 assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
@@ -110,6 +112,9 @@ def sort_value(row: RunRow, column: str | None) -> tuple:
         return (-row.last_work_at, row.key)
     if column == "burn":
         return (-row.burn_rate, -row.created_at, row.key)
+    # By the amount, not the text ("$10.00" before "$9.00").
+    if column == "usage":
+        return (-row.cost, -row.tokens, -row.created_at, row.key)
     return (getattr(row, COLUMNS[COLUMN_INDEX[column]][2]).casefold(), -row.created_at, row.key)
 
 

@@ -81,6 +81,7 @@ async def test_a_poll_says_which_runs_changed_and_hands_back_the_same_records_fo
         assert stopped.changed == {runs[1]: by_id[runs[1]]} and stopped.runs_version == first.runs_version, "the same runs, one changed"
         assert by_id[runs[1]].status == "stopped"
         assert all(by_id[j.id] is j for j in first.jobs if j.id != runs[1])
+        assert [j.id for j in stopped.jobs] == [j.id for j in first.jobs], "the changed run kept its place"
         poller.forget()  # the next poll reads everything
         full = await poller.poll()
         assert full.full and full.changed == {}
@@ -88,6 +89,31 @@ async def test_a_poll_says_which_runs_changed_and_hands_back_the_same_records_fo
         (new,) = await submit(store_url, workspace, quick_flow(workspace))
         joined = await poller.poll()
         assert joined.runs_version != full.runs_version and set(joined.changed) == {new}, "a run joined"
+    finally:
+        await link.close()
+
+
+async def test_the_check_of_every_held_run_comes_less_often_past_recheck_runs(store_url, workspace, fast_env, monkeypatch):
+    """The check of every held run's update (PollPlan.recheck) reads every held key: past RECHECK_RUNS held
+    runs its period grows in proportion, so that its cost per second stays that of RECHECK_RUNS runs."""
+    import time
+
+    from swarmkit.console import poller as poller_module
+
+    await init_store(store_url, workspace)
+    await submit(store_url, workspace, quick_flow(workspace), count=4)
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=60)
+    try:
+        await poller.poll()
+        assert len(poller.held) == 4
+        every = poller_module.FULL_EVERY_S
+        poller._last_full = time.monotonic() - every - 1
+        assert poller._plan(None).recheck, "4 runs held, at most RECHECK_RUNS: checked every FULL_EVERY_S"
+        monkeypatch.setattr(poller_module, "RECHECK_RUNS", 2)
+        assert not poller._plan(None).recheck, "twice RECHECK_RUNS held: not yet"
+        poller._last_full = time.monotonic() - 2 * every - 1
+        assert poller._plan(None).recheck, "twice RECHECK_RUNS held: every 2 x FULL_EVERY_S"
     finally:
         await link.close()
 

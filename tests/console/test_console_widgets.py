@@ -296,6 +296,20 @@ async def test_run_table_sorts_by_header_click_and_keys():
         assert "▲" not in table.render_line(0).text
 
 
+async def test_usage_sorts_by_the_amount_spent_not_its_text():
+    """$10.00 is more than $9.00 though "$1" sorts before "$9" as text: the most spent first, then the most tokens."""
+    app = TableApp()
+    async with app.run_test(size=(160, 20)) as pilot:
+        table = app.query_one(RunTable)
+        spent = [(9.0, 500), (10.0, 100), (0.5, 90_000), (10.0, 2_000)]
+        keys = [f"{i:032x}" for i in range(len(spent))]
+        table.show_rows([row(k, usage=f"{t:,} tok ${c:.2f}", cost=c, tokens=t, created_at=i) for i, (k, (c, t)) in enumerate(zip(keys, spent))])
+        await pilot.pause()
+        table.sort_by("usage")
+        await pilot.pause()
+        assert [table.row_for(k).usage for k in table.shown_keys] == ["2,000 tok $10.00", "100 tok $10.00", "500 tok $9.00", "90,000 tok $0.50"]
+
+
 async def test_run_table_click_and_enter_post_messages():
     class Listen(TableApp):
         def __init__(self) -> None:
