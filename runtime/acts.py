@@ -26,6 +26,8 @@ from swarmkit.store.named import S
 from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations, run_views
 from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
+from swarmkit.store.wakeups import QUEUED as QUEUED_WAKE
+from swarmkit.store.wakeups import announce, flags
 
 from .act_table import ACTS, Act, no_worker_hint
 from .errors import AmbiguousRun, FlowError, RunNotFound
@@ -173,6 +175,8 @@ async def submit(
         await insert_run(conn, values, state_json(_initial_state(inputs)))
         await record_event(conn, job_id, "run.submitted", f"{flow.name}: {flow.steps} agents", at=now)
         await record_audit(conn, actor, "run.submitted", job_id, {"flow": flow.name, "inputs": inputs}, at=now)
+        if not host_here:
+            await announce(conn, QUEUED_WAKE)
     return await reload_run(store, job_id)
 
 
@@ -238,6 +242,7 @@ async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, 
                     await record_audit(conn, actor, ACTS["stop"].audit, job.id, detail, at=at)
                     text = f"stop --now requested by {actor}: interrupting {job.current_node or 'the node in flight'}" if now else f"stop requested by {actor}"
                     await record_event(conn, job.id, ACTS["stop"].audit, text, node=job.current_node, at=at)
+                    await announce(conn, flags(job.id))
             if res.rowcount == 1:
                 if now:
                     node = job.current_node or "the node in flight"
@@ -312,6 +317,7 @@ async def resume(store: Store, ref: str | JobRecord, *, actor: str | None = None
                 moved = (await conn.execute(S.RESUME, {**params, "b_status": job.status})).rowcount
             if moved == 1:
                 await audit_resume(conn, job, actor, now, "queued for a worker")
+                await announce(conn, QUEUED_WAKE)
         if moved == 1:
             what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
             return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {step_words(job.step, job.steps, job.current_node, None)}.", await reload_run(store, job.id))
@@ -341,6 +347,7 @@ async def cancel(store: Store, ref: str | JobRecord, *, keep: bool = False, acto
                 if moved == 1:
                     await record_audit(conn, actor, ACTS["cancel"].audit, job.id, {"keep": keep, "node": job.current_node}, at=now)
                     await record_event(conn, job.id, ACTS["cancel"].audit, f"cancel requested by {actor} (workspaces {keep_words})", node=job.current_node, at=now)
+                    await announce(conn, flags(job.id))
             if moved == 1:
                 node = f"interrupt {job.current_node} and " if job.current_node else ""
                 return ActResult(

@@ -93,8 +93,7 @@ async def claim_queued(
     lease_s = claim_lease(lease_s)
     # Runs this worker cannot load stay at the head of the queue: look past them.
     window = limit * 2 + min(len(told), _UNLOADABLE_WINDOW)
-    async with store.read() as conn:
-        candidates = await queued_runs(conn, window)
+    candidates = await store.run_read(lambda conn: queued_runs(conn, window), here=True)
     claimed: list[JobRecord] = []
     for job_id, epoch, flow_source, flow_path, modules in candidates:
         if len(claimed) >= limit:

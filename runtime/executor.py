@@ -105,6 +105,7 @@ class RunHost(LeaseKeeping, NodeBoundaries, NodeRuns, RunEnds):
         self._live: LiveUsage | None = None  # while the node runs
         self._node_live: LiveUsage | None = None  # the last node's, until its checkpoint
         self._usage_lock = asyncio.Lock()
+        self._beat_soon = asyncio.Event()  # set by beat_now (host_lease.py)
         # How this run's callables are loaded here; read from the row when the run is taken.
         self.calls = flow_modules.for_run(flow, None, store.loc.runs_dir)
 

@@ -106,7 +106,11 @@ class LeaseKeeping(HostParts):
         while not self._fenced:
             t0 = time.monotonic()
             self._beat_phase = ("asleep", t0)
-            await asyncio.sleep(self.settings.heartbeat_s)
+            try:
+                await asyncio.wait_for(self._beat_soon.wait(), timeout=self.settings.heartbeat_s)
+            except TimeoutError:
+                pass
+            self._beat_soon.clear()
             t1 = time.monotonic()
             try:
                 self._beat_phase = ("reading the store's clock", t1)
@@ -131,6 +135,11 @@ class LeaseKeeping(HostParts):
             self._late(t0, t1, t2, stamped[0])
             self._renewed(stamped[0])
             self._heard(flags)
+
+    def beat_now(self) -> None:
+        """The run's flags changed (a wakeup, store/wakeups.py): beat now, and so hear a cancel or a stop
+        --now at once rather than at the next heartbeat. A wakeup lost leaves the heartbeat to hear it."""
+        self._beat_soon.set()
 
     async def _beat(self, tx) -> Flags:
         """One heartbeat, carrying the usage the node in flight reported since the last one.

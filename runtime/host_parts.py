@@ -60,6 +60,7 @@ class HostParts:
     _live: LiveUsage | None
     _node_live: LiveUsage | None
     _usage_lock: asyncio.Lock
+    _beat_soon: asyncio.Event
 
     if TYPE_CHECKING:
 

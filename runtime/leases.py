@@ -53,8 +53,9 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
         return []  # looking only: a read-only store cannot be marked
     await store.keep_time()
     sqlite = store.loc.is_sqlite
-    async with store.read() as conn:
-        stale = (await conn.execute(S.STALE_RUNNING_SQLITE if sqlite else S.STALE_RUNNING, clock.age_params(lease_s, sqlite))).all()
+    stmt, params = S.STALE_RUNNING_SQLITE if sqlite else S.STALE_RUNNING, clock.age_params(lease_s, sqlite)
+    # One autocommit statement where the store allows (Store.run_read(here=True)): every looker asks it.
+    stale = await store.run_read(lambda conn: conn.execute(stmt, params).all(), here=True)
     if not stale:
         return []
     from swarmkit.store.lite import LiteStore  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died

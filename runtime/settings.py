@@ -64,6 +64,13 @@ class Settings:
         return max(2 * self.heartbeat_s, 0.25 * self.lease_s)
 
     @property
+    def look_every_s(self) -> float:
+        """How often a worker judges lost runs, renews its own row and, where it listens (store/wakeups.py),
+        looks for queued runs unwoken: a part of the lease, so a dead host's runs are marked within it and a
+        bit, whatever the fleet's size (readers mark them as they read, too)."""
+        return max(self.poll_s, self.lease_s / 3)
+
+    @property
     def fence_grace_s(self) -> float:
         """SIGTERM to SIGKILL when a lapsed lease ends the agents: inside the margin."""
         return self.lease_margin_s / 2

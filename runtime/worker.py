@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 from collections.abc import Callable
 
 from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, clock, describe_db_error
 from swarmkit.store.ids import new_id
+from swarmkit.store.wakeups import Wakeups, flagged
 from swarmkit.store.worker_rows import add_worker, update_worker
 
 from .claims import claim_queued
@@ -47,6 +49,7 @@ class Worker:
         self._told_unloadable: set[str] = set()
         # --notify URL...: this worker delivers the store's notifications too.
         self.notifier = Notifier(store, notify, poll_s=self.settings.poll_s) if notify else None
+        self.wakeups = Wakeups(store, self._told)
 
     async def _register(self) -> None:
         await self.store.keep_time()
@@ -110,41 +113,69 @@ class Worker:
             self.hosts.pop(job_id, None)
             self._wake.set()
 
+    def _told(self, what: str) -> None:
+        """A wakeup from the store (store/wakeups.py): a run was queued, or a hosted run's flags changed."""
+        job_id = flagged(what)
+        if job_id is None:
+            self._wake.set()
+        elif (host := self.hosts.get(job_id)) is not None:
+            host.beat_now()
+
+    async def _claim(self, free: int) -> None:
+        for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable, lease_s=self.settings.lease_s):
+            self.say(f"{job.short_id} claimed: {job.flow} at agent {step_words(job.step, job.steps, job.current_node)}")
+            self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
+
     async def run(self) -> None:
         await self._register()
-        self.say(f"worker {self.id[:8]} on {host_name()} pid {os.getpid()}: hosting up to {self.concurrency} runs from {self.store.loc.display}")
-        last_beat = 0.0
+        await self.wakeups.ensure()
+        how = "woken by the store (LISTEN)" if self.wakeups.live else f"polling every {self.settings.poll_s:g}s"
+        self.say(f"worker {self.id[:8]} on {host_name()} pid {os.getpid()}: hosting up to {self.concurrency} runs from {self.store.loc.display}, {how}")
         loop = asyncio.get_running_loop()
+        # An idle worker's cost must not grow with the fleet: the lost-run judgement, this worker's row
+        # and the destroys due come once a part of the lease (each worker at its own phase), not every
+        # poll; queued runs are looked for every poll, or where a wakeup can say so, when woken.
+        every = self.settings.look_every_s
+        look_at = beat_at = claim_at = loop.time()
         notifying = asyncio.create_task(self.notifier.run(), name="notify") if self.notifier else None
         try:
             while True:
+                woken = self._wake.is_set()
+                self._wake.clear()  # before looking: a wake that comes meanwhile is not lost
+                now = loop.time()
                 if self._draining.is_set():
                     if not self.hosted:
                         break
                 else:
                     try:
-                        await mark_lost(self.store, self.settings.lease_s, self.hosting)
+                        if now >= look_at:
+                            look_at = now + every * random.uniform(0.75, 1.0)
+                            await self.wakeups.ensure()  # again after a lost connection
+                            await mark_lost(self.store, self.settings.lease_s, self.hosting)
                         free = self.concurrency - len(self.hosted)
-                        for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable, lease_s=self.settings.lease_s):
-                            self.say(f"{job.short_id} claimed: {job.flow} at agent {step_words(job.step, job.steps, job.current_node)}")
-                            self.hosted[job.id] = asyncio.create_task(self._host(job.id, job.epoch), name=f"host-{job.short_id}")
+                        if free > 0 and (woken or now >= claim_at):
+                            claim_at = now + (every if self.wakeups.live else self.settings.poll_s)
+                            await self._claim(free)
                     except StoreReplaced:
                         raise  # hosting ends here: nothing more may be written to what is at the path
                     except STORE_FAULTS as exc:
+                        claim_at = min(claim_at, now + self.settings.poll_s)
                         log.warning("worker poll failed: %s", describe_db_error(exc, self.store.loc))
-                if loop.time() - last_beat >= self.settings.heartbeat_s:
+                if now >= beat_at:
                     try:
                         await self._beat()
-                        last_beat = loop.time()
+                        beat_at = now + every
                         for line in await sweep(self.store):
                             self.say(line)
                     except StoreReplaced:
                         raise
                     except STORE_FAULTS as exc:
+                        beat_at = now + self.settings.heartbeat_s
                         log.warning("worker heartbeat failed: %s", describe_db_error(exc, self.store.loc))
-                self._wake.clear()
+                due = [beat_at] if self._draining.is_set() else [beat_at, look_at] + ([claim_at] if self.concurrency > len(self.hosted) else [])
+                wait = min(due) - loop.time()
                 try:
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.settings.poll_s)
+                    await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, wait))
                 except TimeoutError:
                     pass
         finally:

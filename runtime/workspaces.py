@@ -160,8 +160,8 @@ async def sweep(store: Store) -> list[str]:
     """Carry out the destroys due on this host that another host recorded (a cancel from another machine)."""
     if store.loc.read_only:
         return []
-    async with store.read() as conn:
-        jobs_due = await rows.runs_with_destroys_due(conn, host_name())
+    host = host_name()
+    jobs_due = await store.run_read(lambda conn: rows.runs_with_destroys_due(conn, host), here=True)
     said: list[str] = []
     for job_id in jobs_due:
         said += [line for line in await carry_out(store, job_id) if line.startswith(("destroyed", "left"))]

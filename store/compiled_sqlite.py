@@ -1542,6 +1542,14 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      {},
                      ('id', 'path'),
                      (None, None)),
+ 'QUEUED_RUNS': ('SELECT jobs.id, jobs.epoch, jobs.flow_source, jobs.flow_path, jobs.flow_modules \n'
+                 'FROM jobs \n'
+                 'WHERE jobs.status = :status_1 ORDER BY jobs.created_at\n'
+                 ' LIMIT :b_limit OFFSET :param_1',
+                 {'param_1': 0, 'status_1': 'queued'},
+                 {},
+                 ('id', 'epoch', 'flow_source', 'flow_path', 'flow_modules'),
+                 (None, None, None, None, None)),
  'REACTIVATE_WORKSPACE': ('UPDATE workspaces SET state=:state, updated_at=:b_at, host=:b_host WHERE workspaces.id = :b_id',
                           {'state': 'active'},
                           {'b_at': 'datetime'},

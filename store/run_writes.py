@@ -18,13 +18,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import and_, case, insert, select, update
+from sqlalchemy import and_, case, insert, update
 
 from . import clock, liveness
-from .models import FAULTED, QUEUED, RUNNING, checkpoints, jobs
+from .models import FAULTED, RUNNING, checkpoints, jobs
+from .named import S
 
 if TYPE_CHECKING:
-    from .connections import AsyncConn
+    from .connections import AsyncConn, Conn
 
 
 # --- an act's writes (runtime/acts.py) ------------------------------------------------------
@@ -41,13 +42,11 @@ async def insert_run(conn: AsyncConn, values: dict[str, Any], state: str) -> Non
 # --- claims (runtime/claims.py) --------------------------------------------------------------
 
 
-async def queued_runs(conn: AsyncConn, limit: int) -> list[Any]:
-    """The oldest queued runs, up to `limit`: (id, epoch, flow_source, flow_path, flow_modules) each."""
-    res = await conn.execute(
-        select(jobs.c.id, jobs.c.epoch, jobs.c.flow_source, jobs.c.flow_path, jobs.c.flow_modules)
-        .where(jobs.c.status == QUEUED).order_by(jobs.c.created_at).limit(limit)
-    )
-    return list(res.all())
+def queued_runs(conn: Conn, limit: int) -> list[Any]:
+    """The oldest queued runs, up to `limit`: (id, epoch, flow_source, flow_path, flow_modules) each.
+    A named statement: one autocommit statement where the store allows it (`Store.run_read(here=True)`),
+    since a worker with room asks it every poll."""
+    return [tuple(row) for row in conn.execute(S.QUEUED_RUNS, {"b_limit": limit})]
 
 
 async def claim(conn: AsyncConn, job_id: str, status: str, epoch: int, now: datetime, values: dict[str, Any]) -> int:

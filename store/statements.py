@@ -123,6 +123,14 @@ WORKSPACES_FOR = (
     .order_by(workspaces.c.id)
 )
 
+# --- claims (runtime/claims.py): a worker's look for queued runs, the oldest first, on any connection --
+
+QUEUED_RUNS = (
+    select(jobs.c.id, jobs.c.epoch, jobs.c.flow_source, jobs.c.flow_path, jobs.c.flow_modules)
+    .where(jobs.c.status == QUEUED).order_by(jobs.c.created_at).limit(bindparam("b_limit"))
+)
+
+
 # --- leases and clocks (the SQLite and the PostgreSQL spelling of a lapsed heartbeat) --
 
 _STALE_COLS = (

@@ -24,6 +24,12 @@ async def connect(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     except Exception as exc:
         if type(exc).__module__.split(".")[0] == "asyncpg":
             raise StoreUnavailable(masked(str(exc)) or type(exc).__name__) from exc
+        from sqlalchemy.exc import InvalidRequestError  # late: only an async engine's connect gets here, SQLAlchemy loaded
+
+        if isinstance(exc, InvalidRequestError):
+            # The pool found its connection dead and the ones it made in its place dead too (its
+            # reconnect attempts at checkout, engine.py's ping): the store is away, as a refused connect.
+            raise StoreUnavailable(f"the store's connections were gone: {masked(str(exc))}") from exc
         raise
     try:
         yield conn

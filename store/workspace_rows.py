@@ -15,7 +15,7 @@ from .named import S
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
-    from .connections import AsyncConn
+    from .connections import AsyncConn, Conn
 
 
 
@@ -49,9 +49,10 @@ async def destroys_due(conn: AsyncConn, job_id: str) -> list[tuple[int, str, str
     return [(wid, path, host) for wid, path, host in await conn.execute(S.DESTROYS_DUE, {"b_job_id": job_id})]
 
 
-async def runs_with_destroys_due(conn: AsyncConn, host: str) -> list[str]:
-    """The runs with a workspace on `host` due for destruction."""
-    return [job_id for (job_id,) in await conn.execute(S.RUNS_WITH_DESTROYS_DUE, {"b_host": host})]
+def runs_with_destroys_due(conn: Conn, host: str) -> list[str]:
+    """The runs with a workspace on `host` due for destruction (on any connection: a worker asks it
+    once a part of the lease, as one autocommit statement where the store allows, `Store.run_read(here=True)`)."""
+    return [job_id for (job_id,) in conn.execute(S.RUNS_WITH_DESTROYS_DUE, {"b_host": host})]
 
 
 async def end_destroy(conn: AsyncConn, workspace: int, state: str, now: datetime) -> None:
