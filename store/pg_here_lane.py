@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from .here_lane import as_sqlalchemy_error
 from .lite_connection import LiteResult, row_class
 from .named import Statement
 from .transactions import connect
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # How long the lane keeps the main lane's connection while reads queue for it.
-SLICE_S = 0.02
+SLICE_S = 0.05
 
 
 class _Compiled:
@@ -117,7 +117,7 @@ class PgLiteConnection:
             # given back as good (the next read checks out another).
             self.lane.broken = True
             if isinstance(exc, Exception):
-                raise as_sqlalchemy_error(exc) from exc
+                raise as_sqlalchemy_error(exc, Exception) from exc
             raise
         if compiled.row_cls is None:
             return LiteResult([], len(rows))
@@ -213,9 +213,3 @@ class PgHereLane:
             self._timer = None
         async with self._lock:
             await self._release()
-
-
-def as_sqlalchemy_error(exc: BaseException) -> DBAPIError:
-    """A driver's error as SQLAlchemy raises it: the store's callers judge faults by SQLAlchemy's classes
-    (is_transient, describe_db_error), which read the server's SQLSTATE and the driver's class off `orig`."""
-    return DBAPIError.instance(None, None, exc, Exception)  # type: ignore[arg-type]
