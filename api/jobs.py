@@ -31,9 +31,9 @@ from swarmkit.store.reads import run_views
 from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, rfc3339
 
 from .dependencies import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
-from .schemas import ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
+from .schemas import ERRORS, ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
 
-router = APIRouter(tags=["jobs"])
+router = APIRouter(tags=["jobs"], responses=ERRORS)
 
 # A flow is named by its file in --flows: no separators, no leading dot, so no name reaches outside the folder.
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
