@@ -10,10 +10,11 @@ would, straight on the driver's connection; their rows come back as SQLAlchemy's
 
 The connection is the main lane's own, checked out of its pool (the connection budget is unchanged)
 and kept for `SLICE_S` at most: the reads of that slice pay for one checkout (with its ping) between
-them. The store gives it back at once before its other work on that lane (`Store.write`, `read`); other
-users of the engine wait for the slice's end at most. Each statement is a transaction of its own (no BEGIN nor COMMIT), as
-`run_read(here=True)` allows. Not through PgBouncer: there the schema is set in each transaction's
-BEGIN (engine.py), and asyncpg's prepared statements would land on any server connection.
+them. The store gives it back at once before its own work on that lane (`Store.write`, `Store.read`);
+anything else on the engine waits for the slice's end at most. Each statement is a transaction of its
+own (no BEGIN nor COMMIT), as `run_read(here=True)` allows. Not through PgBouncer: there the schema is
+set in each transaction's BEGIN (engine.py), and asyncpg's prepared statements would land on any
+server connection.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# How long the lane keeps the main lane's connection while reads queue for it.
+# How long the lane keeps the main lane's connection checked out: what a write that bypasses `Store` may wait.
 SLICE_S = 0.05
 
 
@@ -84,7 +85,7 @@ class _Compiled:
             state = self.compiled.construct_expanded_state(params)
             known = self._by_length[lists] = (state.statement, tuple(state.positiontup or ()), {**self.binds, **state.processors})
         sql, order, binds = known
-        values = self.compiled.construct_params({k: v for k, v in params.items() if not isinstance(v, (list, tuple))}, _check=False)
+        values = self.compiled.construct_params(params)
         for name, items in params.items():
             if isinstance(items, (list, tuple)):
                 values.update((f"{name}_{i}", item) for i, item in enumerate(items, 1))
