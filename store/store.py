@@ -257,8 +257,7 @@ class Store:
 
     async def _lane_free(self, engine: AsyncEngine) -> AsyncEngine:
         """`engine`, with the connection its reads here hold given back to its pool first (store/pg_here_lane.py)."""
-        lane = self._pg_here.get(id(engine))
-        if lane is not None:
+        if (lane := self._pg_here.get(id(engine))) is not None:
             await lane.give_back()
         return engine
 
@@ -332,8 +331,7 @@ class Store:
             return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, False)
         if here and not self.loc.pgbouncer:
             engine = self._lane(hot)
-            lane = self._pg_here.get(id(engine))
-            if lane is None:
+            if (lane := self._pg_here.get(id(engine))) is None:
                 from .pg_here_lane import PgHereLane  # late: PostgreSQL's only (a SQLite process loads none of it)
 
                 lane = self._pg_here[id(engine)] = PgHereLane(engine)
