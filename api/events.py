@@ -29,9 +29,9 @@ from swarmkit.store.trail_records import EventRecord, audit_view, event_view
 
 from .dependencies import BadRequest, Ctx, ctx_of, look_for_lost, reader
 from .jobs import RUN_REF, RunId
-from .schemas import AuditEntry, AuditPage, Event, EventPage
+from .schemas import ERRORS, AuditEntry, AuditPage, Event, EventPage
 
-router = APIRouter(tags=["events"])
+router = APIRouter(tags=["events"], responses=ERRORS)
 
 _MAX_ID = 2**62
 _BATCH = 500

@@ -21,8 +21,9 @@ from swarmkit.store.records import rfc3339
 
 from .dependencies import BadRequest, Refused, ctx_of, operator, reader
 from .jobs import NO_CONTROLS
+from .schemas import ERRORS
 
-router = APIRouter(tags=["notifications"])
+router = APIRouter(tags=["notifications"], responses=ERRORS)
 
 
 class Delivery(BaseModel):

@@ -98,3 +98,7 @@ class Health(BaseModel):
     schema_head: str
     hosting: bool
     auth: bool
+
+
+# The error answers every route of the routers documents (each a Problem), besides its own.
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (400, 401, 403, 404, 409, 413, 415, 422, 503)}

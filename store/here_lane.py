@@ -80,7 +80,8 @@ class HereLane:
         self._reader = self._writer = None
 
 
-def as_sqlalchemy_error(exc: sqlite3.Error) -> StatementError:
-    """A sqlite3 error as SQLAlchemy raises it: the store's callers judge faults by SQLAlchemy's classes
-    (is_transient, is_lock_wait, describe_db_error)."""
-    return DBAPIError.instance(None, None, exc, sqlite3.Error)
+def as_sqlalchemy_error(exc: Exception, driver_error: type[Exception] = sqlite3.Error) -> StatementError:
+    """A driver's error (sqlite3's; asyncpg's for store/pg_here_lane.py) as SQLAlchemy raises it: the store's
+    callers judge faults by SQLAlchemy's classes (is_transient, is_lock_wait, describe_db_error), which
+    read the server's SQLSTATE and the driver's class off `orig`."""
+    return DBAPIError.instance(None, None, exc, driver_error)

@@ -87,7 +87,7 @@ def bind_params(stmt: Statement, params: dict[str, Any] | None) -> tuple[str, di
 _ROW_CLASSES: dict[tuple[str, ...], type] = {}
 
 
-def _row_class(columns: tuple[str, ...]) -> type:
+def row_class(columns: tuple[str, ...]) -> type:
     """Rows as SQLAlchemy's are read here: by position, by column name, and as `_mapping`."""
     cls = _ROW_CLASSES.get(columns)
     if cls is None:
@@ -150,7 +150,7 @@ class LiteConnection:
         if not columns:
             return LiteResult([], cur.rowcount)
         readers = [(i, _READ[k]) for i, k in enumerate(result_kinds) if k]
-        row_cls = _row_class(columns)
+        row_cls = row_class(columns)
         rows = []
         for raw in cur.fetchall():
             if readers:

@@ -17,6 +17,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+    from .pg_here_lane import PgHereLane
+
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from . import clock, identity
@@ -110,6 +112,8 @@ class Store:
         self.schema_change: tuple[str | None, str] | None = None
         # The sqlite3 connections of `run_read(here=True)` and `run_write(here=True)`, for the thread that opened the store.
         self._here = HereLane(loc)
+        # PostgreSQL's reads `here` (store/pg_here_lane.py), one lane per engine they read on: made at first use.
+        self._pg_here: dict[int, PgHereLane] = {}
 
     @property
     def engine(self) -> AsyncEngine:
@@ -196,6 +200,9 @@ class Store:
 
     async def close(self) -> None:
         self._here.close()
+        for lane in self._pg_here.values():
+            await lane.close()
+        self._pg_here.clear()
         if self.inline:
             self._close_thread_conns()
         if self._executor is not None:
@@ -248,10 +255,16 @@ class Store:
         if self._sync_engine is not None:
             self._sync_engine.dispose()
 
+    async def _lane_free(self, engine: AsyncEngine) -> AsyncEngine:
+        """`engine`, with the connection its reads here hold given back to its pool first (store/pg_here_lane.py)."""
+        if (lane := self._pg_here.get(id(engine))) is not None:
+            await lane.give_back()
+        return engine
+
     @asynccontextmanager
     async def write(self, *, hot: bool = False) -> AsyncIterator[AsyncConnection]:
         self.check_file()
-        async with write_tx(self._lane(hot)) as conn:
+        async with write_tx(await self._lane_free(self._lane(hot))) as conn:
             yield conn
 
     @asynccontextmanager
@@ -276,7 +289,7 @@ class Store:
 
     @asynccontextmanager
     async def read(self, *, hot: bool = False) -> AsyncIterator[AsyncConnection]:
-        async with read_tx(self._lane(hot)) as conn:
+        async with read_tx(await self._lane_free(self._lane(hot))) as conn:
             yield conn
 
     async def run_write(self, fn: Callable[[Connection], T], *, hot: bool = False, here: bool = False) -> T:
@@ -304,11 +317,11 @@ class Store:
         """Run `fn(conn)` in one short read transaction, ended before it returns.
 
         `here`: `fn` runs named statements only (store/named.py), and on SQLite it runs on this thread
-        (store/here_lane.py): the loop waits for it, so for short reads only. On PostgreSQL each of its
-        statements is a transaction of its own (no BEGIN nor COMMIT: two round trips of four for a read
-        of one row), for reads that need no one snapshot across their statements (a run and its
-        workspaces; a page after its cursor). Not through PgBouncer: there the schema is set in each
-        transaction's BEGIN (engine.py)."""
+        (store/here_lane.py): the loop waits for it, so for short reads only. On PostgreSQL it runs them
+        with asyncpg alone (store/pg_here_lane.py), each a transaction of its own (no BEGIN nor COMMIT:
+        two round trips of four for a read of one row), for reads that need no one snapshot across their
+        statements (a run and its workspaces; a page after its cursor). Not through PgBouncer: there the
+        schema is set in each transaction's BEGIN (engine.py)."""
         if here and self._here.usable():
             return self._here.read(fn)  # type: ignore[arg-type]
         if self.inline:
@@ -317,9 +330,12 @@ class Store:
             ex = self._sqlite_thread()
             return await asyncio.get_running_loop().run_in_executor(ex, self._in_thread, fn, False)
         if here and not self.loc.pgbouncer:
-            async with connect(self._lane(hot)) as aconn:
-                await aconn.execution_options(isolation_level="AUTOCOMMIT")
-                return await aconn.run_sync(fn)
+            engine = self._lane(hot)
+            if (lane := self._pg_here.get(id(engine))) is None:
+                from .pg_here_lane import PgHereLane  # late: PostgreSQL's only (a SQLite process loads none of it)
+
+                lane = self._pg_here[id(engine)] = PgHereLane(engine)
+            return await lane.read(fn)  # type: ignore[arg-type]
         async with self.read(hot=hot) as aconn:
             return await aconn.run_sync(fn)
 

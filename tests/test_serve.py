@@ -214,6 +214,35 @@ def test_the_cli_and_the_api_say_the_same_for_the_same_act(cli: Cli, serving):
     assert {e["actor"] for e in audit} == {"tester@ci"}
 
 
+def test_a_repeated_stop_answers_as_the_act_path_does_and_records_nothing(cli: Cli, serving):
+    """A stop of a run already stopping (the idempotent repeat the HTTP door answers from one read): 200
+    with the CLI's words, the shape of ActAnswer, the run's view as GET shows it, and no audit row."""
+    from swarmkit.api.schemas import ActAnswer
+
+    serve, _folder, gates = serving
+    s = serve()
+    run = submit(s, "held")
+    # In its first agent (a stop asked before it would take at the boundary before it, at once).
+    wait_for(lambda: any(e["text"] == "waiting" for e in s.client.get(f"/jobs/{run['id']}/events").json()["events"]), what="the agent to start")
+    first = s.client.post(f"/jobs/{run['id']}/stop")
+    assert first.status_code == 200 and first.json()["changed"], first.text
+    audit = s.client.get("/events", params={"job_id": run["id"]}).json()["events"]
+    ticking = {"heartbeat_at": 0, "heartbeat_mono": 0, "last_event_at": 0, "updated_at": 0, "stall_at": 0}  # its host writes these meanwhile
+    for _ in range(2):
+        again = s.client.post(f"/jobs/{run['id']}/stop", json={})
+        body = again.json()
+        assert again.status_code == 200 and not body["changed"] and body["already_requested"], again.text
+        assert ActAnswer.model_validate(body).model_dump() == body
+        assert body["status"] == "running" and body["display_status"] == "stopping" == body["job"]["display_status"]
+        assert body["stop_requested_at"] == first.json()["stop_requested_at"] and body["stop_requested_by"] == "tester@ci"
+        assert body["job"] | ticking == s.client.get(f"/jobs/{run['id']}").json() | ticking
+        by_cli = cli.run("stop", run["id"], check=True).stdout.strip()
+        assert body["detail"] == by_cli and "already requested" in by_cli
+    assert s.client.get("/events", params={"job_id": run["id"]}).json()["events"] == audit
+    release(gates, "go")
+    wait_status(s, run["id"], "stopped")
+
+
 def test_an_http_stop_of_a_run_a_cli_worker_hosts_and_a_cli_stop_of_one_the_server_hosts(cli: Cli, serving):
     serve, _folder, gates = serving
     front = serve("--no-host")
