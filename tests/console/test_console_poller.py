@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from console_helpers import init_store, submit
+from console_helpers import init_store, set_rows, submit
 from sqlalchemy import select, update
 
 from swarmkit.console.poller import LINGER, Poller
@@ -29,15 +29,9 @@ def quick_flow(ws, name="quick"):
 async def test_polls_read_only_what_changed(store_url, workspace, fast_env):
     await init_store(store_url, workspace)
     runs = await submit(store_url, workspace, quick_flow(workspace), count=4)
-    store = await Store.open(store_url, workspace)
-    try:
-        # Minutes apart: after a change the poll re-reads what changed since
-        # its last marker, less a clock-skew margin of seconds.
-        async with store.write() as conn:
-            for i, run in enumerate(runs):
-                await conn.execute(update(jobs).where(jobs.c.id == run).values(updated_at=store_now() - timedelta(minutes=10 + i)))
-    finally:
-        await store.close()
+    # Minutes apart: after a change the poll re-reads what changed since
+    # its last marker, less a clock-skew margin of seconds.
+    await set_rows(store_url, workspace, {run: dict(updated_at=store_now() - timedelta(minutes=10 + i)) for i, run in enumerate(runs)})
     link = StoreLink(store_url, workspace)
     poller = Poller(link, clock=store_now, lease_s=2)
     try:
@@ -122,13 +116,10 @@ async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, 
     await init_store(store_url, workspace)
     a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
     now = store_now()
-    store = await Store.open(store_url, workspace)
-    try:
-        async with store.write() as conn:
-            for run, extra in ((a, dict(stop_requested_at=now, stop_requested_by="x")), (b, dict(cancel_requested_at=now, cancel_requested_by="y")), (c, {})):
-                await conn.execute(update(jobs).where(jobs.c.id == run).values(status="running", epoch=1, heartbeat_at=now, last_event_at=now - timedelta(minutes=5) if run == c else now, updated_at=now, **extra))
-    finally:
-        await store.close()
+    await set_rows(store_url, workspace, {
+        run: dict(status="running", epoch=1, heartbeat_at=now, last_event_at=now - timedelta(minutes=5) if run == c else now, updated_at=now, **extra)
+        for run, extra in ((a, dict(stop_requested_at=now, stop_requested_by="x")), (b, dict(cancel_requested_at=now, cancel_requested_by="y")), (c, {}))
+    })
     link = StoreLink(store_url, workspace)
     poller = Poller(link, clock=store_now, lease_s=60)
     try:
@@ -155,16 +146,12 @@ async def test_only_the_runs_on_screen_are_read_for_their_signs_of_work_and_the_
     await init_store(store_url, workspace)
     a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
     now = store_now()
-    store = await Store.open(store_url, workspace)
-    try:
-        async with store.write() as conn:
-            for run in (a, b, c):
-                # c is quiet: its host set no stall_at and its last sign of work is 5 minutes old.
-                await conn.execute(update(jobs).where(jobs.c.id == run).values(
-                    status="running", epoch=1, heartbeat_at=now, updated_at=now, cost=1.0,
-                    last_event_at=now - timedelta(minutes=5) if run == c else now, stall_at=None if run == c else now + STALL_AFTER))
-    finally:
-        await store.close()
+    # c is quiet: its host set no stall_at and its last sign of work is 5 minutes old.
+    await set_rows(store_url, workspace, {
+        run: dict(status="running", epoch=1, heartbeat_at=now, updated_at=now, cost=1.0,
+                  last_event_at=now - timedelta(minutes=5) if run == c else now, stall_at=None if run == c else now + STALL_AFTER)
+        for run in (a, b, c)
+    })
     link = StoreLink(store_url, workspace)
     poller = Poller(link, clock=store_now, lease_s=60)
     try:
@@ -302,15 +289,11 @@ async def test_filters_and_counts_speak_the_shown_statuses(store_url, workspace,
     await init_store(store_url, workspace)
     a1, a2, b, c, d = await submit(store_url, workspace, quick_flow(workspace), count=5)
     now = store_now()
-    store = await Store.open(store_url, workspace)
-    try:
-        async with store.write() as conn:
-            for run, extra in ((a1, dict(stop_requested_at=now, stop_requested_by="x")), (a2, dict(stop_requested_at=now, stop_requested_by="x")),
-                               (b, dict(cancel_requested_at=now, cancel_requested_by="y")), (c, {}), (d, {})):
-                quiet = now - timedelta(minutes=5) if run == c else now
-                await conn.execute(update(jobs).where(jobs.c.id == run).values(status="running", epoch=1, heartbeat_at=now, last_event_at=quiet, updated_at=now, **extra))
-    finally:
-        await store.close()
+    await set_rows(store_url, workspace, {
+        run: dict(status="running", epoch=1, heartbeat_at=now, last_event_at=now - timedelta(minutes=5) if run == c else now, updated_at=now, **extra)
+        for run, extra in ((a1, dict(stop_requested_at=now, stop_requested_by="x")), (a2, dict(stop_requested_at=now, stop_requested_by="x")),
+                           (b, dict(cancel_requested_at=now, cancel_requested_by="y")), (c, {}), (d, {}))
+    })
     link = StoreLink(store_url, workspace)
     poller = Poller(link, clock=store_now, lease_s=60)
     shown = {"stopping": 2, "cancelling": 1, "stalled": 1, "running": 1}
@@ -365,15 +348,9 @@ async def test_filter_in_sql_and_ended_runs_bounded(store_url, workspace, fast_e
 async def test_the_header_counts_active_runs_and_those_ended_lately_never_the_history(store_url, workspace, fast_env):
     await init_store(store_url, workspace)
     old, recent, waiting = await submit(store_url, workspace, quick_flow(workspace), count=3)
-    store = await Store.open(store_url, workspace)
-    try:
-        now = store_now()
-        async with store.write() as conn:
-            # Ended last week, and a minute ago: only the second is in view, and counted.
-            for run, ago in ((old, timedelta(days=7)), (recent, timedelta(minutes=1))):
-                await conn.execute(update(jobs).where(jobs.c.id == run).values(status="completed", ended_at=now - ago, updated_at=now - ago))
-    finally:
-        await store.close()
+    now = store_now()
+    # Ended last week, and a minute ago: only the second is in view, and counted.
+    await set_rows(store_url, workspace, {run: dict(status="completed", ended_at=now - ago, updated_at=now - ago) for run, ago in ((old, timedelta(days=7)), (recent, timedelta(minutes=1)))})
     link = StoreLink(store_url, workspace)
     poller = Poller(link, clock=store_now, lease_s=2)
     try:
