@@ -58,6 +58,8 @@ class PollPlan:
     window: tuple[str, ...] | None = None
     gained: tuple[str, ...] = ()  # of those, the ones not read fresh since they came into view: read whole
     recheck: bool = False  # check every held run's update against the store's, by (id, updated_at)
+    # Count the marker's rows (ChangeMarker): else its newest update alone, and a read that turns full counts.
+    count: bool = True
     cost: bool = False  # read what the running runs cost together
 
 
@@ -88,7 +90,7 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
     if plan.check_lease and lease_expired(conn, plan.lease_s):
         got.lease_expired = True
         return got
-    marker = change_marker(conn, plan.window_after)
+    marker = change_marker(conn, plan.window_after, counted=plan.count)
     got.marker = marker
     prev = plan.previous
     full = plan.full or prev is None or prev.latest is None or marker.latest is None
@@ -113,7 +115,7 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
         elif marker.latest == prev.latest:
             # Nothing moved the newest update; yet a deleted row, or a row
             # written with a lagging clock, shows in the counts.
-            full = (marker.active, marker.window) != plan.expect
+            full = marker.active is not None and (marker.active, marker.window) != plan.expect
         else:
             # What changed since the newest update seen last time, whole;
             # and the updates just before it (a write that committed late,
@@ -124,6 +126,8 @@ def read_poll(conn, plan: PollPlan, held: HeldRuns) -> PollRead:
             got.rows = changed + get_jobs(conn, missed)
     if full:
         got.full = True
+        if marker.active is None:
+            got.marker = marker = change_marker(conn, plan.window_after)
         limit = plan.peek or None
         got.rows = list_jobs(
             conn, include_ended=True, ended_limit=min(plan.peek, held.ended_bound) if plan.peek else held.ended_bound,

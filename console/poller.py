@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from swarmkit.runtime.report import clock_warning
+from swarmkit.runtime.settings import looks_apart
 from swarmkit.store.clock import store_now
 from swarmkit.store.lite import LiteStore
 from swarmkit.store.reads import ChangeMarker
@@ -68,6 +69,10 @@ RECHECK_RUNS = 2_000
 # How often the running runs' cost together is read, for the header's burn (a rate over a minute): a
 # pass over an index's running entries, a few milliseconds at 20,000 running runs.
 COST_EVERY_S = 5.0
+# Past RECHECK_RUNS held, the marker's counts (ranges as long as the active runs: 1.5 ms at 20,000)
+# come this often; between them a poll reads the newest update alone. What only the counts catch (a
+# row deleted, a run added by a writer whose clock lags ours) shows this much later there.
+COUNT_EVERY_S = 5.0
 # The first read of a poller takes the newest this many active runs and ended
 # ones: a screenful (a terminal of up to 100 lines), shown at once; the next poll,
 # right after it, reads everything (the first paint of a large store waits for no more).
@@ -136,6 +141,8 @@ class Poller:
         self._stalled = 0
         self._running_cost: float | None = None
         self._cost_read = float("-inf")  # when the running runs' cost was last read (time.monotonic)
+        self._counted_at = float("-inf")  # ... the marker's counts
+        self._lease_looked_at = float("-inf")  # ... the leases: a part of the lease apart, as a worker looks
         self._shown_active: dict[str, int] = {}
         self._last_full = 0.0
         self._partial = False
@@ -209,8 +216,11 @@ class Poller:
                 lost_check = str(exc)
                 log.info("marking lost runs failed: %s", exc)
             got = await self._read(store, replace(plan, check_lease=False))
+        if plan.check_lease:
+            self._lease_looked_at = time.monotonic()
         fetched, whole = self._take(got, plan, read_at)
-        if not got.full and text_filter is None and got.marker is not None and (self.held.n_active, self.held.n_window) != (got.marker.active, got.marker.window):
+        marker = got.marker
+        if not got.full and text_filter is None and marker is not None and marker.active is not None and (self.held.n_active, self.held.n_window) != (marker.active, marker.window):
             # What we hold disagrees with the store (a row deleted, or changed by
             # a writer whose clock lags ours more than SKEW): read it all again.
             plan = replace(plan, full=True, check_lease=False, window_after=None)
@@ -263,7 +273,8 @@ class Poller:
 
     def _plan(self, text_filter: str | None) -> PollPlan:
         full = self._marker is None or text_filter != self._filter or self._partial
-        due = time.monotonic() - self._last_full > FULL_EVERY_S * max(1.0, len(self.held) / RECHECK_RUNS)
+        mono = time.monotonic()
+        due = mono - self._last_full > FULL_EVERY_S * max(1.0, len(self.held) / RECHECK_RUNS)
         if text_filter is not None:
             full = full or due  # filtered, the held runs are only the matching: read them again
         unfiltered = not full and text_filter is None
@@ -271,7 +282,7 @@ class Poller:
         return PollPlan(
             text_filter=text_filter,
             full=full,
-            check_lease=self.detect_lost,
+            check_lease=self.detect_lost and mono - self._lease_looked_at >= looks_apart(0.0, self.lease_s),
             lease_s=self.lease_s,
             now=self.clock(),
             previous=self._marker,
@@ -283,8 +294,9 @@ class Poller:
             window=window,
             gained=() if full or window is None or (read := self._window_read) is None else tuple(key for key in window if key not in read),
             recheck=unfiltered and due,
+            count=not unfiltered or len(self.held) <= RECHECK_RUNS or mono - self._counted_at >= COUNT_EVERY_S,
             # A full read reads it too: the first, and the one after a filter is cleared (the header's burn starts again).
-            cost=text_filter is None and (full or time.monotonic() - self._cost_read >= COST_EVERY_S),
+            cost=text_filter is None and (full or mono - self._cost_read >= COST_EVERY_S),
         )
 
     async def _read(self, store: PollStore, plan: PollPlan) -> PollRead:
@@ -355,6 +367,8 @@ class Poller:
         # read or a poll of every running row.
         self._window_read = None if got.full or plan.window is None else frozenset(plan.window)
         self._marker = got.marker
+        if got.marker.active is not None:
+            self._counted_at = time.monotonic()
         self._filter = text_filter
         self._workers = got.workers
         self._last_read_at = read_at

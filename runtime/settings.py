@@ -40,6 +40,12 @@ def _bad_env(words: str) -> NoReturn:
     raise SystemExit(ExitCode.USAGE)
 
 
+def looks_apart(poll_s: float, lease_s: float) -> float:
+    """How often lost runs are looked for, by a worker (`Settings.look_every_s`) or a reader (the
+    console's poll): a part of the lease, and never more often than the poll."""
+    return max(poll_s, lease_s / 3)
+
+
 @dataclass(frozen=True)
 class Settings:
     # How often a host proves it is alive and looks for a cancel.
@@ -68,7 +74,7 @@ class Settings:
         """How often a worker judges lost runs, renews its own row and, where it listens (store/wakeups.py),
         looks for queued runs unwoken: a part of the lease, so a dead host's runs are marked within it and a
         bit, whatever the fleet's size (readers mark them as they read, too)."""
-        return max(self.poll_s, self.lease_s / 3)
+        return looks_apart(self.poll_s, self.lease_s)
 
     @property
     def fence_grace_s(self) -> float:

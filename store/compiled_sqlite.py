@@ -314,6 +314,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                    {},
                    ('anon_1', 'anon_2'),
                    ('datetime', None)),
+ 'CHANGE_MARKER_LATEST': ('SELECT (SELECT max(jobs.updated_at) AS max_1 \nFROM jobs) AS anon_1', {}, {}, ('anon_1',), ('datetime',)),
  'CHANGE_MARKER_WINDOW': ('SELECT (SELECT max(jobs.updated_at) AS max_1 \n'
                           'FROM jobs) AS anon_1, (SELECT count(*) AS count_1 \n'
                           'FROM jobs \n'

@@ -172,6 +172,8 @@ _N_WINDOW = (
     select(func.count()).select_from(jobs).where(jobs.c.updated_at > bindparam("b_window_after", type_=UTCDateTime())).scalar_subquery()
 )
 CHANGE_MARKER = select(_LATEST, _N_ACTIVE)
+# The newest update alone (an index's last entry): the marker between counts, where counting is dear (ChangeMarker).
+CHANGE_MARKER_LATEST = select(_LATEST)
 CHANGE_MARKER_WINDOW = select(_LATEST, _N_ACTIVE, _N_WINDOW)
 CHANGED_AFTER = select(*_JOB_COLS).where(jobs.c.updated_at > bindparam("b_after", type_=UTCDateTime())).order_by(jobs.c.updated_at)
 UPDATED_BETWEEN = select(jobs.c.id, type_coerce(jobs.c.updated_at, _UTCRead()).label("updated_at")).where(

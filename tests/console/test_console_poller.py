@@ -112,6 +112,64 @@ async def test_the_check_of_every_held_run_comes_less_often_past_recheck_runs(st
         await link.close()
 
 
+async def test_a_run_only_the_counts_catch_shows_at_once_and_past_recheck_runs_when_they_are_next_counted(store_url, workspace, fast_env, monkeypatch):
+    """A run added by a writer whose clock lags ours does not move the newest update: only the marker's
+    counts catch it. Up to RECHECK_RUNS held they are read every poll; past it every COUNT_EVERY_S (a
+    range as long as the active runs: issue 31), and between them the run is not shown yet."""
+    import time
+
+    from swarmkit.console import poller as poller_module
+
+    await init_store(store_url, workspace)
+    await submit(store_url, workspace, quick_flow(workspace), count=4)
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=60)
+
+    async def lagging_run() -> str:
+        (run,) = await submit(store_url, workspace, quick_flow(workspace))
+        await set_rows(store_url, workspace, {run: dict(updated_at=store_now() - timedelta(hours=1))})
+        return run
+
+    try:
+        await poller.poll()
+        first = await lagging_run()
+        snap = await poller.poll()
+        assert first in {j.id for j in snap.jobs}, "5 runs held, at most RECHECK_RUNS: counted every poll"
+        monkeypatch.setattr(poller_module, "RECHECK_RUNS", 2)
+        second = await lagging_run()
+        snap = await poller.poll()
+        assert not poller._plan(None).count
+        assert second not in {j.id for j in snap.jobs}, "past RECHECK_RUNS, counted a moment ago: not yet"
+        poller._counted_at = time.monotonic() - poller_module.COUNT_EVERY_S - 1
+        snap = await poller.poll()
+        assert second in {j.id for j in snap.jobs}, "counted again: shown"
+    finally:
+        await link.close()
+
+
+async def test_the_poll_looks_for_lost_runs_a_part_of_the_lease_apart(store_url, workspace, fast_env):
+    """As a worker does (Settings.look_every_s): not at every poll, yet within the lease and a third."""
+    import time
+
+    await init_store(store_url, workspace)
+    (run,) = await submit(store_url, workspace, quick_flow(workspace))
+    link = StoreLink(store_url, workspace)
+    poller = Poller(link, clock=store_now, lease_s=60)
+    try:
+        await poller.poll()
+        await poller.poll()
+        # Its host fell silent two lease lengths ago (a row of a host that gave no monotonic time: by the wall clock).
+        past = store_now() - timedelta(seconds=120)
+        await set_rows(store_url, workspace, {run: dict(status="running", epoch=1, host="gone", heartbeat_at=past, heartbeat_mono=None, started_at=past, updated_at=store_now())})
+        snap = await poller.poll()
+        assert {j.id: j.status for j in snap.jobs}[run] == "running", "looked a moment ago: not yet"
+        poller._lease_looked_at = time.monotonic() - 60 / 3
+        snap = await poller.poll()
+        assert {j.id: j.status for j in snap.jobs}[run] == "lost"
+    finally:
+        await link.close()
+
+
 async def test_shown_statuses_are_counted_and_running_rows_refreshed(store_url, workspace, fast_env):
     await init_store(store_url, workspace)
     a, b, c = await submit(store_url, workspace, quick_flow(workspace), count=3)
