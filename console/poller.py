@@ -5,10 +5,12 @@ thread, not one per statement; on PostgreSQL one REPEATABLE READ transaction,
 so that its statements agree with each other). When nothing changed it reads
 a handful of index entries:
 
-- is any running row past its lease? (only then does it call
-  `control.mark_lost`, the one implementation of that rule, and read again);
+- is any running row past its lease? (a part of the lease apart, as a
+  worker looks, `looks_apart`; only then does it call `control.mark_lost`,
+  the one implementation of that rule, and read again);
 - the change marker: the newest `updated_at`, the count of active rows and
-  the count of rows updated after the oldest ended run on show;
+  the count of rows updated after the oldest ended run on show (the counts,
+  ranges as long as the active runs, every COUNT_EVERY_S past RECHECK_RUNS);
 - running rows whose `last_event_at` moved (log lines and heartbeats do not
   touch `updated_at`), of the runs on screen only (`set_window`): the others
   tick unread, and a run that comes into view is read whole at once;
