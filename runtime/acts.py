@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.ids import new_id
 from swarmkit.store.named import S
-from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations, run_views
+from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations, run_view, run_views
 from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 from swarmkit.store.wakeups import QUEUED as QUEUED_WAKE
@@ -103,6 +103,9 @@ async def _resolved(store: Store, ref: str, view: bool) -> tuple[JobRecord, Any]
         raise RunNotFound(f"no run matches {ref!r}", store.loc.display)  # no id holds anything else: no store read
 
     def read(conn: Any) -> tuple[list[JobRecord], Any]:
+        # A whole id with its view: the run and its workspaces in one statement (an act's repeat reads nothing else).
+        if view and len(ref) == 32 and (both := run_view(conn, ref.lower())) is not None:
+            return [both[0]], both[1]
         found = _matches(conn, ref)
         return found, run_views(conn, found)[0] if view and len(found) == 1 else None
 
