@@ -15,7 +15,8 @@ and the route's own dependency (called as the same function) raise in FastAPI's 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import cache
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -57,6 +58,8 @@ async def plain_body(request: Request, model: type[BaseModel]) -> dict[str, Any]
         return {}
     if request.headers.get("content-type", "").strip().lower() != "application/json":
         return None
+    if raw == b"{}":  # what nearly every client sends: the model's defaults, made once
+        return dict(_defaults(model))
     try:
         data = json.loads(raw)
         return model.model_validate(data).model_dump() if isinstance(data, dict) else None
@@ -64,10 +67,15 @@ async def plain_body(request: Request, model: type[BaseModel]) -> dict[str, Any]
         return None
 
 
+@cache
+def _defaults(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_validate({}).model_dump()
+
+
 class DirectRoute(APIRoute):
     """An APIRoute that tries its endpoint's `direct` (set by `answers_directly`) before FastAPI's handler."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         full = super().get_route_handler()
         direct: Direct | None = getattr(self.endpoint, "direct", None)
         if direct is None:

@@ -98,7 +98,8 @@ def run_view(conn: Connection, job_id: str, now: datetime | None = None) -> tupl
     if not rows:
         return None
     job = _job(rows[0])  # the job's columns come first: the record takes as many as it has fields
-    return job, merged_view(job, [r for r in rows if r.path is not None], now or clock.store_now())
+    shown: list[Any] = [r for r in rows if r.path is not None]  # rows with a path and a state, as run_views hands them
+    return job, merged_view(job, shown, now or clock.store_now())
 
 
 def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[WorkspaceRecord]]:
