@@ -137,13 +137,15 @@ async def answer(request: Request, act: Act, res: control.ActResult) -> JSONResp
     hint = None
     if act.wants_worker(res.changed) and ctx.worker is None:
         hint = await control.no_worker_warning(ctx.store, job.short_id, ctx.settings.lease_s) or None
+    view = res.view if res.view is not None else await view_of(request, job)
     # ActAnswer's fields, in its order, sent as they are (tests/test_serve.py validates real answers against it):
-    # validating them again would cost as much as the read of an idempotent repeat.
+    # validating them again would cost as much as the read of an idempotent repeat. The shown status is the
+    # view's, worked out with it from the same row.
     body = {
         "job_id": job.id, "action": act.verb, "changed": res.changed, "already_requested": res.already, "detail": plain_lines(res.message),
-        "status": job.status, "display_status": job.display_status(),
+        "status": job.status, "display_status": view["display_status"],
         "stop_requested_at": rfc3339(job.stop_requested_at) if job.stop_requested_at else None,
-        "stop_requested_by": job.stop_requested_by, "hint": hint, "job": res.view if res.view is not None else await view_of(request, job),
+        "stop_requested_by": job.stop_requested_by, "hint": hint, "job": view,
     }
     return JSONResponse(body, status_code=202 if act.host_carries_out and job.status == RUNNING else 200)
 

@@ -75,7 +75,8 @@ class ActResult:
 
 
 def _ts(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "an unknown time"
+    # strftime's "%Y-%m-%d %H:%M:%S" at a fraction of its cost (it was a twentieth of an HTTP stop's repeat).
+    return value.isoformat(" ", "seconds")[:19] + " UTC" if value else "an unknown time"
 
 
 def _matches(conn: Any, ref: str) -> list[JobRecord]:
@@ -219,7 +220,6 @@ async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, 
     job = await resolve_run(store, ref)
     for _ in range(RETRIES):
         sid = job.short_id
-        at = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
                 return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
@@ -233,6 +233,7 @@ async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, 
                     already=True,
                 )
             # A plain stop not yet taken may be made a stop --now; it keeps who asked first and when.
+            at = store_now()  # here, not before: a repeat answered above needs no time
             params: dict[str, Any] = {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_now": now}
             if not pending:
                 params.update(b_actor=actor, b_overdue_at=await overdue_at(store, job, at))
@@ -261,6 +262,7 @@ async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, 
                     )
                 return ActResult(DONE, True, message, await reload_run(store, job.id))
         elif job.status == QUEUED:
+            at = store_now()
             async with store.write() as conn:
                 res = await conn.execute(S.STOP_QUEUED, {"b_id": job.id, "b_epoch": job.epoch, "b_at": at, "b_actor": actor})
                 if res.rowcount == 1:
