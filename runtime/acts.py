@@ -384,7 +384,9 @@ async def cancel(store: Store, ref: str | JobRecord, *, keep: bool = False, acto
 async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None, with_view: bool = False, **options: Any) -> ActResult:
     """An entry of the acts table carried out on run `ref`. `options` are a door's flags (now=, keep=):
     they override the entry's own options, which fill in what a door leaves out. `with_view`: for a
-    door that answers with the run's view, read it with the run (`ActResult.view`)."""
+    door that answers with the run's view, read it with the run (`ActResult.view`): given a whole id, one
+    statement (store.reads.run_view), so an idempotent repeat (a stop already asked, a cancel of an ended
+    run) is that statement and its answer, and writes nothing."""
     call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
     job, view = await _resolved(store, ref, with_view)
     result: ActResult = await call(store, job, actor=actor, **{**dict(act.options), **options})
