@@ -104,7 +104,6 @@ async def _resolved(store: Store, ref: str, view: bool) -> tuple[JobRecord, Any]
         raise RunNotFound(f"no run matches {ref!r}", store.loc.display)  # no id holds anything else: no store read
 
     def read(conn: Any) -> tuple[list[JobRecord], Any]:
-        # A whole id with its view: the run and its workspaces in one statement (an act's repeat reads nothing else).
         if view and len(ref) == 32 and (both := run_view(conn, ref.lower())) is not None:
             return [both[0]], both[1]
         found = _matches(conn, ref)
@@ -384,9 +383,8 @@ async def cancel(store: Store, ref: str | JobRecord, *, keep: bool = False, acto
 async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None, with_view: bool = False, **options: Any) -> ActResult:
     """An entry of the acts table carried out on run `ref`. `options` are a door's flags (now=, keep=):
     they override the entry's own options, which fill in what a door leaves out. `with_view`: for a
-    door that answers with the run's view, read it with the run (`ActResult.view`): given a whole id, one
-    statement (store.reads.run_view), so an idempotent repeat (a stop already asked, a cancel of an ended
-    run) is that statement and its answer, and writes nothing."""
+    door that answers with the run's view, read it with the run (`ActResult.view`; given a whole id, in one
+    statement, store.reads.run_view: an idempotent repeat, which writes nothing, is that read and its answer)."""
     call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
     job, view = await _resolved(store, ref, with_view)
     result: ActResult = await call(store, job, actor=actor, **{**dict(act.options), **options})
