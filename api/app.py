@@ -50,6 +50,7 @@ log = logging.getLogger("swarmkit.serve")
 MAX_BODY = 64 * 1024  # a submit is a flow name and its inputs: kilobytes, never megabytes
 # Methods a browser may send cross-site without asking first; everything else here changes state.
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_GUARDED = frozenset({b"origin", b"host", b"sec-fetch-site", b"content-type"})
 
 
 def _is_json(content_type: str) -> bool:
@@ -77,16 +78,17 @@ class CrossSiteGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
-        origin = headers.get("origin")
+        # Only the four it reads (a request carries a dozen; decoding them all cost more than the checks).
+        headers = {name: v.decode("latin-1") for k, v in scope.get("headers") or [] if (name := k.lower()) in _GUARDED}
+        origin = headers.get(b"origin")
         named = origin is not None and origin.strip() in self.cors_origins
-        if origin is not None and not origin_allowed(origin, headers.get("host"), scope.get("scheme", "http"), self.cors_origins):
+        if origin is not None and not origin_allowed(origin, headers.get(b"host"), scope.get("scheme", "http"), self.cors_origins):
             await problem(403, "refused: a request from another site (Origin is not this server's; --cors-origin names the origins allowed)")(scope, receive, send)
             return
-        if headers.get("sec-fetch-site", "").strip().lower() == "cross-site" and not named:
+        if headers.get(b"sec-fetch-site", "").strip().lower() == "cross-site" and not named:
             await problem(403, "refused: a request from another site (Sec-Fetch-Site: cross-site)")(scope, receive, send)
             return
-        if scope["method"] not in SAFE_METHODS and not _is_json(headers.get("content-type", "")):
+        if scope["method"] not in SAFE_METHODS and not _is_json(headers.get(b"content-type", "")):
             await problem(415, "a request that changes state must be sent as Content-Type: application/json (an empty body is fine)")(scope, receive, send)
             return
         await self.app(scope, receive, send)

@@ -31,9 +31,10 @@ from swarmkit.store.reads import run_views
 from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, rfc3339
 
 from .dependencies import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
+from .direct import DirectRoute, answers_directly, plain_body, plain_ref
 from .schemas import ERRORS, ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
 
-router = APIRouter(tags=["jobs"], responses=ERRORS)
+router = APIRouter(tags=["jobs"], responses=ERRORS, route_class=DirectRoute)
 
 # A flow is named by its file in --flows: no separators, no leading dot, so no name reaches outside the folder.
 _FLOW_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
@@ -106,12 +107,25 @@ async def list_runs(
     return JSONResponse({"schema": RUN_LIST_SCHEMA, "runs": views, "next_cursor": next_cursor, "has_more": more})
 
 
-@router.get("/jobs/{job_id}", response_model=dict[str, Any], summary="One run's merged view (as `swarmkit status ID --json`)")
-async def show(request: Request, job_id: str = RunId, _actor: str = Depends(reader)) -> JSONResponse:
+async def _show(request: Request, job_id: str) -> JSONResponse:
     ctx = ctx_of(request)
     await look_for_lost(ctx)
     # A response as it is: response_model documents the shape, and validating a plain dict again costs as much as reading it.
     return JSONResponse(await control.resolve_view(ctx.store, job_id))
+
+
+async def _show_directly(request: Request) -> JSONResponse | None:
+    job_id = request.path_params["job_id"]
+    if not plain_ref(job_id):
+        return None
+    await reader(request)
+    return await _show(request, job_id)
+
+
+@router.get("/jobs/{job_id}", response_model=dict[str, Any], summary="One run's merged view (as `swarmkit status ID --json`)")
+@answers_directly(_show_directly)
+async def show(request: Request, job_id: str = RunId, _actor: str = Depends(reader)) -> JSONResponse:
+    return await _show(request, job_id)
 
 
 async def answer(request: Request, act: Act, res: control.ActResult) -> JSONResponse:
@@ -123,13 +137,15 @@ async def answer(request: Request, act: Act, res: control.ActResult) -> JSONResp
     hint = None
     if act.wants_worker(res.changed) and ctx.worker is None:
         hint = await control.no_worker_warning(ctx.store, job.short_id, ctx.settings.lease_s) or None
+    view = res.view if res.view is not None else await view_of(request, job)
     # ActAnswer's fields, in its order, sent as they are (tests/test_serve.py validates real answers against it):
-    # validating them again would cost as much as the read of an idempotent repeat.
+    # validating them again would cost as much as the read of an idempotent repeat. The shown status is the
+    # view's, worked out with it from the same row.
     body = {
         "job_id": job.id, "action": act.verb, "changed": res.changed, "already_requested": res.already, "detail": plain_lines(res.message),
-        "status": job.status, "display_status": job.display_status(),
+        "status": job.status, "display_status": view["display_status"],
         "stop_requested_at": rfc3339(job.stop_requested_at) if job.stop_requested_at else None,
-        "stop_requested_by": job.stop_requested_by, "hint": hint, "job": res.view if res.view is not None else await view_of(request, job),
+        "stop_requested_by": job.stop_requested_by, "hint": hint, "job": view,
     }
     return JSONResponse(body, status_code=202 if act.host_carries_out and job.status == RUNNING else 200)
 
@@ -150,9 +166,20 @@ assert set(_ROUTED) == set(VERBS)
 def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awaitable[JSONResponse]]:
     """`POST /jobs/{job_id}/<verb>`: the act on the run, with the body's flags (all false when there is no body)."""
 
-    async def route(request: Request, job_id: str, actor: str, body: BaseModel | None = None) -> JSONResponse:
-        options = body.model_dump() if body is not None else {}
+    async def act_on(request: Request, job_id: str, actor: str, options: dict[str, Any]) -> JSONResponse:
         return await answer(request, act, await control.perform(act, ctx_of(request).store, job_id, actor=actor, with_view=True, **options))
+
+    async def route(request: Request, job_id: str, actor: str, body: BaseModel | None = None) -> JSONResponse:
+        return await act_on(request, job_id, actor, body.model_dump() if body is not None else {})
+
+    async def directly(request: Request) -> JSONResponse | None:
+        job_id = request.path_params["job_id"]
+        if not plain_ref(job_id):
+            return None
+        options = await plain_body(request, body_type) if body_type is not None else {}
+        if options is None:
+            return None
+        return await act_on(request, job_id, await operator(request), options)
 
     P = inspect.Parameter
     params = [P("request", P.POSITIONAL_OR_KEYWORD, annotation=Request), P("job_id", P.POSITIONAL_OR_KEYWORD, annotation=str, default=RunId)]
@@ -161,6 +188,7 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
     params.append(P("actor", P.POSITIONAL_OR_KEYWORD, annotation=str, default=Depends(operator)))
     route.__signature__ = inspect.Signature(params, return_annotation=JSONResponse)  # type: ignore[attr-defined]
     route.__name__ = route.__qualname__ = act.verb  # the OpenAPI operation id: stop_jobs__job_id__stop_post
+    route.direct = directly  # type: ignore[attr-defined]  # api/direct.py
     return route
 
 

@@ -92,6 +92,16 @@ def run_views(conn: Connection, jobs: Sequence[JobRecord], now: datetime | None 
     return [merged_view(j, ws[j.id], now) for j in jobs]
 
 
+def run_view(conn: Connection, job_id: str, now: datetime | None = None) -> tuple[JobRecord, dict[str, Any]] | None:
+    """The run with this id and its merged view (as `run_views` gives it), read in one statement; None if there is none."""
+    rows = conn.execute(S.JOB_AND_WORKSPACES, {"b_id": job_id}).all()
+    if not rows:
+        return None
+    job = _job(rows[0])  # the job's columns come first: the record takes as many as it has fields
+    shown: list[Any] = [r for r in rows if r.path is not None]  # rows with a path and a state, as run_views hands them
+    return job, merged_view(job, shown, now or clock.store_now())
+
+
 def workspaces_for(conn: Connection, job_ids: Sequence[str]) -> dict[str, list[WorkspaceRecord]]:
     out: dict[str, list[WorkspaceRecord]] = {jid: [] for jid in job_ids}
     if not job_ids:

@@ -117,6 +117,15 @@ WORKSPACE_STATES_FOR = (
     .where(workspaces.c.job_id.in_(bindparam("b_ids", expanding=True)))
     .order_by(workspaces.c.id)
 )
+# A run and its merged view's workspaces in one statement (store.reads.run_view): a row a workspace, in
+# their order, or one with NULLs for a run with none. The HTTP door's `GET /jobs/{id}` and an act's
+# repeat read this and nothing else (issue 31); `path` and `state` are no column of `jobs`.
+JOB_AND_WORKSPACES = (
+    select(*_JOB_COLS, workspaces.c.path, workspaces.c.state)
+    .select_from(jobs.outerjoin(workspaces, workspaces.c.job_id == jobs.c.id))
+    .where(jobs.c.id == bindparam("b_id"))
+    .order_by(workspaces.c.id)
+)
 WORKSPACES_FOR = (
     select(workspaces.c.job_id, workspaces.c.path, workspaces.c.state, workspaces.c.created_at, workspaces.c.updated_at)
     .where(workspaces.c.job_id.in_(bindparam("b_ids", expanding=True)))

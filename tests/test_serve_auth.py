@@ -75,3 +75,37 @@ def test_token_files_parse_strictly():
         with pytest.raises(TokenError):
             parse_tokens(text, "t")
     assert Auth([], "me@here").check(None, "operate") == "me@here"
+
+
+def test_which_error_comes_first_is_fastapis_on_the_routes_that_answer_directly(cli: Cli, tmp_path: Path):
+    """`GET /jobs/{id}` and the acts answer their plain requests themselves (api/direct.py); every other
+    request FastAPI answers, in its order: a body that is not JSON (422) before the token (401, 403), the
+    token before a bad id or a body that is not the act's flags (422), and those before the run (404)."""
+    s = Served(cli, "--flows", str(flows(tmp_path / "flows", tmp_path / "gates")), "--tokens", str(token_file(tmp_path)), "--no-host")
+    try:
+        c = s.client
+        job_id = c.post("/jobs", json={"flow": "quick"}, headers=bearer("ops")).json()["id"]
+        unknown, stop = "0" * 32, f"/jobs/{job_id}/stop"
+        for path in (f"/jobs/{job_id}", "/jobs/not-hex", f"/jobs/{'a' * 33}", f"/jobs/{job_id[:8]}%0A"):
+            assert c.get(path).status_code == 401, path
+        for path in ("/jobs/not-hex", f"/jobs/{'a' * 33}", f"/jobs/{job_id[:8]}%0A"):
+            assert c.get(path, headers=bearer("viewer")).status_code == 422, path
+        assert c.get(f"/jobs/{unknown}", headers=bearer("viewer")).status_code == 404
+        assert c.get(f"/jobs/{job_id[:8].upper()}", headers=bearer("viewer")).json()["id"] == job_id
+        for who in ({}, bearer("viewer"), bearer("ops")):
+            resp = c.post(stop, content=b"{not json", headers=who)
+            assert resp.status_code == 422 and resp.json()["errors"][0]["type"] == "json_invalid", resp.text
+        for body in ({"now": "yes"}, {"later": True}, [True]):
+            assert c.post(stop, json=body).status_code == 401, body
+            assert c.post(stop, json=body, headers=bearer("viewer")).status_code == 403, body
+            assert c.post(stop, json=body, headers=bearer("ops")).status_code == 422, body
+        assert c.post("/jobs/not-hex/stop", json={}, headers=bearer("viewer")).status_code == 403
+        assert c.post("/jobs/not-hex/stop", json={}, headers=bearer("ops")).status_code == 422
+        assert c.post(f"/jobs/{unknown}/stop", json={}, headers=bearer("ops")).status_code == 404
+        assert c.get(f"/jobs/{job_id}", headers=bearer("viewer")).json()["status"] == "queued"  # nothing above touched it
+        # A plain request's flags are the act's: keep, on a cancel of the queued run by its prefix.
+        resp = c.post(f"/jobs/{job_id[:12]}/cancel", json={"keep": True}, headers=bearer("ops"))
+        assert resp.status_code == 200 and resp.json()["detail"].endswith("workspaces kept.") and resp.json()["status"] == "cancelled", resp.text
+        assert c.post(f"/jobs/{job_id}/cancel", json={}, headers=bearer("ops")).status_code == 409
+    finally:
+        s.stop()
