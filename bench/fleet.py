@@ -20,7 +20,11 @@ run. One row each:
   lost/faulted runs that ended so (the goal is zero)
 
 and below it the workers' CPU a run (their agents' included: on a 2-core
-machine the fleet is CPU-bound, and its polling grows with its size). Then
+machine the fleet is CPU-bound, and its polling grows with its size), and the
+same without each worker's start-up (its CPU from the gate to its row
+registered: the imports the store's engine loads, connecting, the schema
+check), which a worker pays once and a fleet of 50 hosting 3 runs each
+spreads over 3 runs, not 12. Then
 how each figure grows with the fleet (its ratio to the smallest fleet, 1
 worker by default). Figures only, no targets. The shared server is never
 restarted; a direct case that would take most of its free connection slots
@@ -72,6 +76,14 @@ atexit.register(lambda: open(path, "w").write(json.dumps(kept)))
 open(path + ".ready", "w").close()
 while not os.path.exists(gate):
     time.sleep(0.05)
+# The worker's own CPU from the gate to its row registered (its start-up), said beside the rest.
+gated = time.process_time()
+import swarmkit.runtime.worker as w
+register = w.Worker._register
+async def registered(self):
+    await register(self)
+    open(path + ".up", "w").write(str(time.process_time() - gated))
+w.Worker._register = registered
 from swarmkit.cli import main
 sys.exit(main())
 """
@@ -103,13 +115,19 @@ class Row:
     span_s: float = float("nan")
     up_s: float = float("nan")
     cpu_s: float = float("nan")
+    own_cpu_s: float = float("nan")
+    start_cpu_s: float = float("nan")
     samples: list[str] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
 
     @property
     def cpu_per_run(self) -> float:
         """The workers' CPU (their agents' included) from the gate to the last run's end, a run ended."""
-        return self.cpu_s / max(1, self.completed + len(self.stop))
+        return self.cpu_s / self.ended
+
+    @property
+    def ended(self) -> int:
+        return max(1, self.completed + len(self.stop))
 
     @property
     def lost(self) -> int:
@@ -146,8 +164,8 @@ async def _until_all(load: T.Workload, count: Callable[[], Awaitable[int]], what
         await asyncio.sleep(0.1)
 
 
-def _fleet_cpu(load: T.Workload) -> float:
-    return sum(T._proc_cpu(p.pid, children=True) for p in load.procs)
+def _fleet_cpu(load: T.Workload, children: bool = True) -> float:
+    return sum(T._proc_cpu(p.pid, children=children) for p in load.procs)
 
 
 async def _registered(store: Store) -> int:
@@ -190,7 +208,7 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
 
         await _until_all(load, imported, "ready")
         gate.touch()
-        cpu0 = _fleet_cpu(load)
+        cpu0, own0 = _fleet_cpu(load), _fleet_cpu(load, children=False)
         stopping = asyncio.create_task(_stopper(store, flow.steps, max(1, round(row.runs * args.stop_share)), row))
         await _until_all(load, lambda: _registered(store), "registered")
         deadline = time.monotonic() + args.timeout
@@ -201,7 +219,7 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
                 break
             await asyncio.sleep(0.25)
         # Before the workers exit: their agents (supervisor and command) are counted as each ends.
-        row.cpu_s = _fleet_cpu(load) - cpu0
+        row.cpu_s, row.own_cpu_s = _fleet_cpu(load) - cpu0, _fleet_cpu(load, children=False) - own0
     finally:
         done.set()
         if stopping is not None:
@@ -268,6 +286,8 @@ def run_case(mode: str, n: int, args, server: Server, per_worker: float) -> Row:
             for path in samples:
                 if path.exists():
                     row.boundary += [v * 1000 for v in json.loads(path.read_text())]
+            ups = [float(Path(f"{p}.up").read_text()) for p in samples if Path(f"{p}.up").exists()]
+            row.start_cpu_s = sum(ups) if len(ups) == n else float("nan")
             _, row.warnings, row.examples = T.store_errors(load)
         finally:
             if pgb is not None:
@@ -293,7 +313,9 @@ def print_row(row: Row) -> None:
     print(f"  {'':<17}boundary p50 {B.med(row.boundary):.1f} ms max {max(row.boundary, default=float('nan')):.1f} (n={len(row.boundary)});"
           f" stop p50 {B.med(row.stop):.0f} ms max {max(row.stop, default=float('nan')):.0f} ({len(row.stop)} stopped of {row.stops_asked} asked);"
           + (f" server conns a worker {row.server_peak / row.workers:.2f};" if row.mode == "direct" else f" clients waiting at PgBouncer peak {row.waiting_peak};")
-          + f" fleet CPU {row.cpu_s:.1f} s, {row.cpu_per_run:.2f} s a run; other ends {others};"
+          + f" fleet CPU {row.cpu_s:.1f} s, {row.cpu_per_run:.2f} s a run"
+          f" (the workers' own {row.own_cpu_s / row.ended:.2f}, their agents' the rest; without the workers' start-up, gate to registered,"
+          f" {row.start_cpu_s / row.workers:.2f} s a worker: {(row.cpu_s - row.start_cpu_s) / row.ended:.3f} s a run); other ends {others};"
           f" warnings logged {row.warnings}; runs/s over {row.span_s:.1f} s (the last worker up {row.up_s:.1f} s after the first claim)", flush=True)
     for text in row.examples[:3]:
         print(f"  {'':<17}  {text}")
@@ -306,7 +328,7 @@ HEAD = (f"  {'mode':<10}{'workers':>7}{'completed':>11}{'runs/s':>8}{'server con
 
 def print_growth(rows: list[Row]) -> None:
     print("growth: each figure over the same figure for the smallest fleet of its mode (x1.0 = no growth)")
-    print(f"  {'mode':<10}{'workers':>7}{'runs/s':>9}{'server conns':>14}{'client conns':>14}{'boundary p99':>14}{'stop p99':>10}{'CPU a run':>11}")
+    print(f"  {'mode':<10}{'workers':>7}{'runs/s':>9}{'server conns':>14}{'client conns':>14}{'boundary p99':>14}{'stop p99':>10}{'CPU a run':>11}{'w/o start-up':>14}")
     for mode in dict.fromkeys(r.mode for r in rows):
         ran = [r for r in rows if r.mode == mode and not r.skipped]
         if not ran:
@@ -320,7 +342,7 @@ def print_growth(rows: list[Row]) -> None:
             client = x(r.client_peak, base.client_peak) if mode == "pgbouncer" else "-"
             print(f"  {mode:<10}{r.workers:>7}{x(r.rate, base.rate):>9}{x(r.server_peak, base.server_peak):>14}{client:>14}"
                   f"{x(B.pct(r.boundary, 99), B.pct(base.boundary, 99)):>14}{x(B.pct(r.stop, 99), B.pct(base.stop, 99)):>10}"
-                  f"{x(r.cpu_per_run, base.cpu_per_run):>11}")
+                  f"{x(r.cpu_per_run, base.cpu_per_run):>11}{x((r.cpu_s - r.start_cpu_s) / r.ended, (base.cpu_s - base.start_cpu_s) / base.ended):>14}")
 
 
 def _interrupted(*_: object) -> None:
