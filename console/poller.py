@@ -59,8 +59,7 @@ log = logging.getLogger("swarmkit.console")
 
 # Ended runs kept in view: the most recent ones, never the whole history.
 ENDED_BOUND = 200
-# Runs that ended this recently stay in the default view, so an operator sees
-# how what they just did (or watched) ended.
+# Runs that ended this recently stay in the default view, so an operator sees how what they just did (or watched) ended.
 LINGER = timedelta(minutes=10)
 # Now and then check every held run's update against the store's (PollPlan.recheck): catches
 # what the counts cannot (a row changed in place by a writer whose clock lags ours by more than SKEW).
