@@ -28,14 +28,6 @@ from starlette.responses import Response
 Direct = Callable[[Request], Awaitable[Response | None]]
 F = TypeVar("F", bound=Callable[..., Any])
 
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-def plain_ref(ref: str) -> bool:
-    """A run reference FastAPI's pattern (api/jobs.py `RUN_REF`) takes: 1 to 32 hex digits, nothing else."""
-    return 0 < len(ref) <= 32 and _HEX.issuperset(ref)
-
-
 def answers_directly(direct: Direct) -> Callable[[F], F]:
     """Give an endpoint its direct path; put it under the router's decorator (it must be there when the route is made)."""
 

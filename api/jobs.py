@@ -31,7 +31,7 @@ from swarmkit.store.reads import run_views
 from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, rfc3339
 
 from .dependencies import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
-from .direct import DirectRoute, answers_directly, plain_body, plain_ref
+from .direct import DirectRoute, answers_directly, plain_body
 from .schemas import ERRORS, ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
 
 router = APIRouter(tags=["jobs"], responses=ERRORS, route_class=DirectRoute)
@@ -43,6 +43,9 @@ Status = Literal[STORED_STATUSES]  # type: ignore[valid-type]
 # Ids are 32 hex digits; anything else is refused as the field it is, never looked for (nor stripped).
 RUN_REF = "^[0-9A-Fa-f]{1,32}$"
 RunId = Path(pattern=RUN_REF, description="a run id or any unique prefix of it")
+# The same pattern for the routes that answer directly (api/direct.py). Whole, by fullmatch: `re`'s `$`
+# also matches before a trailing newline, which FastAPI's pattern check refuses.
+_PLAIN_REF = re.compile(RUN_REF.removeprefix("^").removesuffix("$"))
 # Text a query may carry: no NUL or other control (PostgreSQL refuses a NUL outright; none belongs in a name).
 NO_CONTROLS = "^[^\\x00-\\x1f\\x7f-\\x9f]*$"
 
@@ -116,7 +119,7 @@ async def _show(request: Request, job_id: str) -> JSONResponse:
 
 async def _show_directly(request: Request) -> JSONResponse | None:
     job_id = request.path_params["job_id"]
-    if not plain_ref(job_id):
+    if not _PLAIN_REF.fullmatch(job_id):
         return None
     await reader(request)
     return await _show(request, job_id)
@@ -174,7 +177,7 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
 
     async def directly(request: Request) -> JSONResponse | None:
         job_id = request.path_params["job_id"]
-        if not plain_ref(job_id):
+        if not _PLAIN_REF.fullmatch(job_id):
             return None
         options = await plain_body(request, body_type) if body_type is not None else {}
         if options is None:
