@@ -145,7 +145,7 @@ def _signature(job: JobRecord, now: datetime) -> tuple:
 
 async def _watch(store: Store, args, lease_s: float, first: list[JobRecord], headers: tuple[str, ...]) -> int:
     """Like `kubectl get -w`: after the list, one line for each run that changed, as it changes, until Ctrl-C."""
-    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient  # late: SQLAlchemy's (store/store.py); a one-shot status on SQLite loads none
+    from swarmkit.store import STORE_FAULTS, describe_db_error, is_transient  # late: SQLAlchemy's (store/store_faults.py); a one-shot status on SQLite loads none
 
     seen = {j.id: _signature(j, store_now()) for j in first}
     # The columns keep the widths the table had (at least the headers'), as kubectl's do.

@@ -92,7 +92,7 @@ async def riding_out(read: Callable[[], Awaitable[T]], say: Callable[[BaseExcept
         except Exception as exc:
             if not is_store_fault(exc) or (deadline is not None and time.monotonic() >= deadline):
                 raise
-            from swarmkit.store import is_transient  # late: store/store.py loads SQLAlchemy; only after a store fault
+            from swarmkit.store import is_transient  # late: store/store_faults.py loads SQLAlchemy; only after a store fault
 
             if not is_transient(exc):
                 raise

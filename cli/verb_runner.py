@@ -94,7 +94,7 @@ def _run(command: Callable[[Any], Coroutine[Any, Any, int]], args) -> int:
         say("", sys.stdout)
         return ExitCode.OK
     except Exception as exc:
-        from swarmkit.store import STORE_FAULTS, describe_db_error  # late: SQLAlchemy's errors (store/store.py); only when something went wrong
+        from swarmkit.store import STORE_FAULTS, describe_db_error  # late: SQLAlchemy's errors (store/store_faults.py); only when something went wrong
 
         if not isinstance(exc, STORE_FAULTS):
             raise

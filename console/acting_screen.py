@@ -40,7 +40,7 @@ def problem_text(exc: BaseException, link: StoreLink) -> str:
     if isinstance(exc, StoreError):
         return masked(str(exc))
     if is_store_fault(exc):
-        from swarmkit.store import describe_db_error  # late: store/store.py (SQLAlchemy); only for a store fault
+        from swarmkit.store import describe_db_error  # late: store/store_faults.py (SQLAlchemy); only for a store fault
 
         return describe_db_error(exc, link.loc)
     return masked(f"poll failed: {type(exc).__name__}: {exc}")

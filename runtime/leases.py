@@ -60,7 +60,7 @@ async def mark_lost(store: Store, lease_s: float, hosting: Mapping[str, int] | N
         return []
     from swarmkit.store.lite import LiteStore  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
     from swarmkit.store.run_writes import mark_lapsed  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
-    from swarmkit.store.store import is_lock_wait  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
+    from swarmkit.store.store_faults import is_lock_wait  # late: a one-shot verb on SQLite (`stop`, `status`) loads no SQLAlchemy unless a host died
 
     if isinstance(store, LiteStore):
         # A host died: rare, and what it takes (workspaces, a cancel carried out) runs on SQLAlchemy.

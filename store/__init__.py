@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 # name -> the module of this package that defines it
 _WHERE = {
-    "Store": "store", "STORE_FAULTS": "store", "describe_db_error": "store", "is_transient": "store",
+    "Store": "store", "STORE_FAULTS": "store_faults", "describe_db_error": "store_faults", "is_transient": "store_faults",
     "STORE_ENV": "store_location", "StoreError": "store_errors", "StoreLocation": "store_location", "StoreUrlError": "store_errors",
     "masked": "masking", "resolve_store": "store_location",
     "NoStoreError": "store_errors", "SchemaTooNewError": "store_errors", "SchemaTooOldError": "store_errors",
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         STORED_STATUSES,
         TERMINAL_STATUSES,
     )
-    from .store import STORE_FAULTS, Store, describe_db_error, is_transient
+    from .store import Store
     from .store_errors import NoStoreError, SchemaTooNewError, SchemaTooOldError, StoreError, StoreUrlError
+    from .store_faults import STORE_FAULTS, describe_db_error, is_transient
     from .store_location import STORE_ENV, StoreLocation, resolve_store

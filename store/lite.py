@@ -190,6 +190,6 @@ class LiteStore:
 
 
 def _fault(exc: BaseException, loc: StoreLocation) -> StoreError:
-    from .store import describe_db_error  # late: a fault is rare; describing it may load SQLAlchemy, which this store never does otherwise
+    from .store_faults import describe_db_error  # late: a fault is rare; describing it may load SQLAlchemy, which this store never does otherwise
 
     return StoreError(describe_db_error(exc, loc))

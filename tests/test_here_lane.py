@@ -88,6 +88,21 @@ def test_a_sqlite3_fault_here_is_raised_as_sqlalchemy_raises_it():
     assert isinstance(as_sqlalchemy_error(sqlite3.IntegrityError("UNIQUE constraint failed")), IntegrityError)
 
 
+def test_asyncpg_left_half_way_by_a_killed_connection_is_a_transient_fault_here():
+    """A connection killed mid-query can leave asyncpg's protocol half-way through an operation. Read here
+    on PostgreSQL (store/pg_here_lane.py), the driver's error reaches the caller without SQLAlchemy's
+    dialect, which calls it a disconnect on the store's other paths: a follower (`logs -f`) that took it
+    for a fault for good died of it in CI (2026-12-06). It is worth retrying, as the lost connection is."""
+    import asyncpg
+
+    half_way = asyncpg.exceptions.InternalClientError("cannot switch to state 12; another operation (2) is in progress")
+    assert is_transient(as_sqlalchemy_error(half_way, Exception)) and is_transient(half_way)
+    gone = asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+    assert is_transient(as_sqlalchemy_error(gone, Exception)) and is_transient(gone)
+    refused = asyncpg.exceptions.UniqueViolationError("duplicate key value violates unique constraint")
+    assert not is_transient(as_sqlalchemy_error(refused, Exception)) and not is_transient(refused)
+
+
 async def test_the_wal_stays_bounded_when_a_host_writes_every_boundary_here(sqlite_url, workspace: Path, monkeypatch):
     """A long flow of fast nodes whose boundaries all commit here, heartbeats far apart (one a minute, so
     the store's thread writes next to nothing): the WAL grows no more than SQLite's autocheckpoint lets
