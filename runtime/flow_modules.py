@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import importlib
 import importlib.abc
@@ -266,15 +267,29 @@ def for_run(flow: Flow, modules_text: str | None, runs_dir: Path) -> RunModules:
 def missing_for_row(flow_source: str, flow_path: str | None, modules_text: str | None) -> list[str]:
     """What a host here could not load of a run's callables; [] also for a flow that does not parse
     (its host faults it with the parser's message, as before)."""
+    loading = _loading(flow_source, flow_path, modules_text)
+    if isinstance(loading, str):
+        return [loading]
+    if loading is None:
+        return []
+    loader, specs = loading
+    # Asked each time: what is installed here may change while the worker runs.
+    return loader.missing(specs)
+
+
+@functools.lru_cache(maxsize=32)
+def _loading(flow_source: str, flow_path: str | None, modules_text: str | None) -> tuple[RunModules, tuple[tuple[str, str], ...]] | str | None:
+    """A queued row's loader and callables, made once per content: a worker with room checks every
+    candidate at every claim, and a fleet's workers check the same runs (one flow's runs share it).
+    None for a flow that does not parse; the error's text for modules that cannot be read."""
     try:
         flow = parse_flow(flow_source, flow_path)
     except FlowError:
-        return []
+        return None
     try:
-        loader = for_run(flow, modules_text, Path())
+        return for_run(flow, modules_text, Path()), tuple(call_specs(flow))
     except FlowError as exc:
-        return [str(exc)]
-    return loader.missing(call_specs(flow))
+        return str(exc)
 
 
 def _file_of(folder: Path, key: str) -> Path:

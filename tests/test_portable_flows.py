@@ -152,6 +152,28 @@ def test_a_worker_that_cannot_load_a_run_leaves_it_queued_and_says_why(cli: Cli,
     assert json.loads(row.flow_modules) == {}, "found on sys.path at submit: not stored"
 
 
+def test_a_worker_hosts_a_run_it_could_not_load_once_the_module_is_installed_beside_it(cli: Cli, tmp_path: Path):
+    """What the unloadable event tells the operator to do works on the worker that said it: the module put
+    on its path later, it hosts the run. A worker knows a flow's callables once per content (each claim
+    checks every candidate, runtime/flow_modules.py `_loading`), but asks what is installed each time."""
+    later = tmp_path / "later"
+    later.mkdir()
+    flow = write_flow(tmp_path, "needs", 'name = "needs"\n[[agents]]\nname = "use"\ncall = "installed_later_xyz:fn"\n')
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "installed_later_xyz.py").write_text("def fn(ctx):\n    return {'from': 'installed later'}\n")
+    run_id = cli.run("run", "--detach", str(flow), env=with_path(shared), check=True).stdout.strip()
+    worker = cli.start("worker", env=with_path(later))
+    try:
+        wait_for(lambda: [e for e in events(cli.store_url, cli.workspace, run_id) if e.kind == "run.unloadable"], timeout=30, what="the run.unloadable event")
+        shutil.copy(shared / "installed_later_xyz.py", later / "installed_later_xyz.py")
+        wait_for(lambda: status_of(cli, run_id) == "completed", timeout=60, what="the same worker to host it once installed")
+    finally:
+        stop_worker(worker)
+    assert job(cli.store_url, cli.workspace, run_id).pid == worker.pid
+    assert final_state(cli, run_id)["from"] == "installed later"
+
+
 def test_a_callable_that_cannot_be_loaded_at_run_time_faults_the_run_and_keeps_its_workspace(cli: Cli, tmp_path: Path):
     flows, submit_only = tmp_path / "flows", tmp_path / "submit_only"
     flows.mkdir()
