@@ -1,14 +1,17 @@
 """Fleet: N `swarmkit worker` processes on one PostgreSQL, directly and through a PgBouncer in transaction mode.
 
     python bench/fleet.py [--workers 1,10,50] [--mode direct,pgbouncer] [--concurrency 3] [--runs 3]
-                          [--min-runs 12] [--agents 3] [--agent-s 0.2] [--stop-share 0.1]
+                          [--min-runs 12] [--pace RUNS_PER_S] [--agents 3] [--agent-s 0.2] [--stop-share 0.1]
                           [--pg-url URL | --own-server] [--json PATH] [--smoke]
 
 For each mode and fleet size: a schema of its own (dropped afterwards), the
 workers started and registered, then `--runs` runs a worker queued (at least
 `--min-runs`), each of `--agents` command agents (`sleep AGENT_S` and `true`
 in turn), and `--stop-share` of them stopped with control.stop while they
-run. One row each:
+run. With `--pace`, the runs are queued one by one at that rate once the fleet is up
+instead (`--runs 0 --min-runs 60 --pace 2`: 60 runs at every size): a fleet mostly idle,
+woken run by run, where what grows with it is the idle workers' cost and not 150 runs
+at once on the machine's CPUs. One row each:
 
   runs/s       completed runs over the store's span, first claim to last end
   server conns peak of the server connections the fleet holds (pg_stat_activity,
@@ -164,6 +167,14 @@ async def _until_all(load: T.Workload, count: Callable[[], Awaitable[int]], what
         await asyncio.sleep(0.1)
 
 
+async def _feed(store: Store, flow, runs: int, pace: float) -> None:
+    """`runs` runs queued at `pace` a second: each wakes the idle fleet, which is what is measured."""
+    t0 = time.monotonic()
+    for i in range(runs):
+        await control.submit(store, flow, {}, actor="bench")
+        await asyncio.sleep(max(0.0, t0 + (i + 1) / pace - time.monotonic()))
+
+
 def _fleet_cpu(load: T.Workload, children: bool = True) -> float:
     return sum(T._proc_cpu(p.pid, children=children) for p in load.procs)
 
@@ -193,10 +204,12 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
     row.runs = max(row.workers * args.runs, args.min_runs)
     # Queued while the workers import, before the gate opens: the bench, beside fifty busy
     # workers, would get a fiftieth of the CPUs, and its submitting would set the rate.
+    # Paced, they come one by one once the fleet is up, as an operator's runs do.
     t0 = time.monotonic()
-    for i in range(0, row.runs, 8):
+    for i in range(0, 0 if args.pace else row.runs, 8):
         await asyncio.gather(*[control.submit(store, flow, {}, actor="bench") for _ in range(min(8, row.runs - i))])
     row.submit_s = time.monotonic() - t0
+    feeding: asyncio.Task | None = None
     done = asyncio.Event()
     sampling = asyncio.create_task(sampler.run(done))
     stopping: asyncio.Task | None = None
@@ -211,20 +224,23 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
         cpu0, own0 = _fleet_cpu(load), _fleet_cpu(load, children=False)
         stopping = asyncio.create_task(_stopper(store, flow.steps, max(1, round(row.runs * args.stop_share)), row))
         await _until_all(load, lambda: _registered(store), "registered")
-        deadline = time.monotonic() + args.timeout
+        if args.pace:
+            feeding = asyncio.create_task(_feed(store, flow, row.runs, args.pace))
+        deadline = time.monotonic() + args.timeout + (row.runs / args.pace if args.pace else 0)
         while time.monotonic() < deadline:
             async with store.read() as conn:
                 left = int(await conn.scalar(select(func.count()).select_from(jobs).where(jobs.c.status.in_(ACTIVE))) or 0)
-            if not left:  # stops not asked by then found no run to stop: what was asked is the sample
+            if not left and (feeding is None or feeding.done()):  # stops not asked by then found no run to stop: what was asked is the sample
                 break
             await asyncio.sleep(0.25)
         # Before the workers exit: their agents (supervisor and command) are counted as each ends.
         row.cpu_s, row.own_cpu_s = _fleet_cpu(load) - cpu0, _fleet_cpu(load, children=False) - own0
     finally:
         done.set()
-        if stopping is not None:
-            stopping.cancel()
-        await asyncio.gather(sampling, *([stopping] if stopping else []), return_exceptions=True)
+        for task in (stopping, feeding):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(sampling, *[t for t in (stopping, feeding) if t is not None], return_exceptions=True)
     if not sampling.cancelled() and sampling.exception() is not None:
         raise RuntimeError(f"sampling failed: {sampling.exception()!r}")
     async with store.read() as conn:
@@ -356,6 +372,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=3, help="runs each worker hosts at once")
     ap.add_argument("--runs", type=int, default=3, help="runs queued per worker (one round of --concurrency 3)")
     ap.add_argument("--min-runs", type=int, default=12, help="runs queued in a case at least (a rate of the smallest fleet over more than one round)")
+    ap.add_argument("--pace", type=float, default=0.0, metavar="RUNS_PER_S",
+                    help="queue the runs at this rate once the fleet is up, not all before (an idle fleet woken run by run; with --runs 0 --min-runs N every size gets N runs)")
     ap.add_argument("--agents", type=int, default=3, help="command agents a run: `sleep AGENT_S` and `true` in turn")
     ap.add_argument("--agent-s", type=float, default=0.2)
     ap.add_argument("--stop-share", type=float, default=0.1, help="share of a case's runs stopped while running (one at least)")
@@ -378,7 +396,7 @@ def main() -> None:
     try:
         where = f"a PostgreSQL of its own (max_connections {args.max_connections})" if server.own else f"the shared PostgreSQL at {server.dsn}"
         B.header(f"fleet: {','.join(map(str, sizes))} workers x {args.concurrency} runs, {args.runs} runs a worker of {args.agents} agents"
-                 f" (sleep {args.agent_s:g} / true), {args.min_runs} at least; {args.stop_share:.0%} of them stopped, on {where}; PgBouncer in transaction mode, pool {args.pool_size}")
+                 f" (sleep {args.agent_s:g} / true), {args.min_runs} at least{f', queued at {args.pace:g} a second once the fleet is up' if args.pace else ''}; {args.stop_share:.0%} of them stopped, on {where}; PgBouncer in transaction mode, pool {args.pool_size}")
         print(HEAD, flush=True)
         rows: list[Row] = []
         for mode in modes:

@@ -26,8 +26,7 @@ from swarmkit.store.named import S
 from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations, run_view, run_views
 from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
-from swarmkit.store.wakeups import QUEUED as QUEUED_WAKE
-from swarmkit.store.wakeups import announce, flags
+from swarmkit.store.wakeups import announce, flags, queued
 
 from .act_table import ACTS, Act, no_worker_hint
 from .errors import AmbiguousRun, FlowError, RunNotFound
@@ -179,7 +178,7 @@ async def submit(
         await record_event(conn, job_id, "run.submitted", f"{flow.name}: {flow.steps} agents", at=now)
         await record_audit(conn, actor, "run.submitted", job_id, {"flow": flow.name, "inputs": inputs}, at=now)
         if not host_here:
-            await announce(conn, QUEUED_WAKE)
+            await announce(conn, queued(job_id))
     return await reload_run(store, job_id)
 
 
@@ -321,7 +320,7 @@ async def resume(store: Store, ref: str | JobRecord, *, actor: str | None = None
                 moved = (await conn.execute(S.RESUME, {**params, "b_status": job.status})).rowcount
             if moved == 1:
                 await audit_resume(conn, job, actor, now, "queued for a worker")
-                await announce(conn, QUEUED_WAKE)
+                await announce(conn, queued(job.id))
         if moved == 1:
             what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
             return ActResult(DONE, True, f"{job.short_id} {what} (was {job.status}); a worker will pick it up at agent {step_words(job.step, job.steps, job.current_node, None)}.", await reload_run(store, job.id))

@@ -14,6 +14,8 @@ from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.reads import get_job
 from swarmkit.store.records import UNLOADABLE, JobRecord
 from swarmkit.store.statuses import QUEUED, RESUMABLE_STATUSES, RUNNING
+from swarmkit.store.wakeups import announce
+from swarmkit.store.wakeups import claimed as claimed_wake
 
 from .acts import DONE, REFUSED, RETRIES, ActResult, audit_resume, refuse_resume, reload_run, resolve_run
 from .journal import record_event
@@ -65,6 +67,8 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, 
             if moved == 1:
                 if job.status != QUEUED:
                     await audit_resume(conn, job, actor, now, f"hosted by {host_name()} pid {os.getpid()}")
+                else:
+                    await announce(conn, claimed_wake(job.id))
                 await record_event(conn, job.id, "run.claimed", f"claimed by {host_name()} pid {os.getpid()} (epoch {job.epoch + 1})", at=now)
                 # Read in the claim's own transaction: the epoch this claim
                 # set, never the next owner's that a later read might find.
@@ -137,6 +141,8 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime, lease
         )
         if await claim(conn, job_id, QUEUED, epoch, now, values) == 1:
             await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
+            # The fleet's other workers, woken by its queueing and about to look, need not (runtime/worker.py).
+            await announce(conn, claimed_wake(job_id))
             # Read in the claim's own transaction: a claim whose row could
             # not be read back is rolled back, never left unhosted.
             return await conn.run_sync(get_job, job_id)

@@ -16,8 +16,7 @@ from swarmkit.store.clock import store_now
 from swarmkit.store.queries import get_job
 from swarmkit.store.run_writes import end_hosted, keep_partial
 from swarmkit.store.statuses import CANCELLED, COMPLETED, DEFERRED, FAILED, FAULTED, QUEUED, RUNNING, STOPPED
-from swarmkit.store.wakeups import QUEUED as QUEUED_WAKE
-from swarmkit.store.wakeups import announce
+from swarmkit.store.wakeups import announce, queued
 
 from .errors import FencedError, HITLDeferredError, RunCancelledError, RunParkedError, RunStoppedError
 from .host_parts import HostParts
@@ -151,7 +150,7 @@ class RunEnds(HostParts):
                     by = exc.parked_by  # type: ignore[attr-defined]
                     await record_event(conn, self.job_id, "run.parked", f"parked {boundary} by {by}: back in the queue for any worker", node=exc.node, step=exc.step, at=now)
                     await record_audit(conn, by, "run.parked", self.job_id, {"boundary": exc.node, "step": step_words(exc.step, self.flow.steps), "worker": by}, at=now)
-                    await announce(conn, QUEUED_WAKE)
+                    await announce(conn, queued(self.job_id))
                 else:
                     await record_event(conn, self.job_id, "run.deferred", f"waiting for approval {boundary}", node=exc.node, step=exc.step, at=now)
 

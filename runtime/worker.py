@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from swarmkit.store import STORE_FAULTS, Store, StoreReplaced, clock, describe_db_error
 from swarmkit.store.ids import new_id
-from swarmkit.store.wakeups import Wakeups, flagged
+from swarmkit.store.wakeups import CLAIMED, FLAGS, QUEUED, Wakeups, parse
 from swarmkit.store.worker_rows import add_worker, update_worker
 
 from .claims import claim_queued
@@ -18,6 +18,7 @@ from .executor import RunHost, host_claimed
 from .leases import mark_lost
 from .notifier import Notifier
 from .notify_config import NotifyConfig
+from .queue_hints import QueueHints
 from .settings import Settings, host_name
 from .steps import step_words
 from .workspaces import sweep
@@ -45,6 +46,7 @@ class Worker:
         self.name = f"worker {self.id[:8]}@{host_name()}"
         self._draining = asyncio.Event()
         self._wake = asyncio.Event()
+        self._hints = QueueHints()  # when to look for queued runs, besides the look every part of the lease
         # Queued runs this worker cannot load and has said so about (once each).
         self._told_unloadable: set[str] = set()
         # --notify URL...: this worker delivers the store's notifications too.
@@ -95,6 +97,7 @@ class Worker:
 
     def wake(self) -> None:
         """Look for queued runs now rather than at the next poll (a run was just submitted here)."""
+        self._hints.look_now()
         self._wake.set()
 
     def _hosting(self, host: RunHost) -> None:
@@ -111,15 +114,21 @@ class Worker:
         finally:
             self.hosted.pop(job_id, None)
             self.hosts.pop(job_id, None)
+            self._hints.look_now()
             self._wake.set()
 
     def _told(self, what: str) -> None:
-        """A wakeup from the store (store/wakeups.py): a run was queued, or a hosted run's flags changed."""
-        job_id = flagged(what)
-        if job_id is None:
+        """A wakeup from the store (store/wakeups.py): a run was queued or claimed, or a hosted run's flags changed."""
+        kind, job_id = parse(what)
+        if kind == FLAGS:
+            if job_id is not None and (host := self.hosts.get(job_id)) is not None:
+                host.beat_now()
+        elif kind == CLAIMED:
+            if job_id is not None:
+                self._hints.claimed(job_id)
+        else:  # a run queued; or a sender this version does not know, which is looked for as one
+            self._hints.queued(job_id if kind == QUEUED else None, asyncio.get_running_loop().time())
             self._wake.set()
-        elif (host := self.hosts.get(job_id)) is not None:
-            host.beat_now()
 
     async def _claim(self, free: int) -> None:
         for job in await claim_queued(self.store, free, worker=self.name, told=self._told_unloadable, lease_s=self.settings.lease_s):
@@ -140,7 +149,6 @@ class Worker:
         notifying = asyncio.create_task(self.notifier.run(), name="notify") if self.notifier else None
         try:
             while True:
-                woken = self._wake.is_set()
                 self._wake.clear()  # before looking: a wake that comes meanwhile is not lost
                 now = loop.time()
                 if self._draining.is_set():
@@ -153,8 +161,9 @@ class Worker:
                             await self.wakeups.ensure()  # again after a lost connection
                             await mark_lost(self.store, self.settings.lease_s, self.hosting)
                         free = self.concurrency - len(self.hosted)
-                        if free > 0 and (woken or now >= claim_at):
+                        if free > 0 and (self._hints.due(now) or now >= claim_at):
                             claim_at = now + (every if self.wakeups.live else self.settings.poll_s)
+                            self._hints.looked()
                             await self._claim(free)
                     except StoreReplaced:
                         raise  # hosting ends here: nothing more may be written to what is at the path
@@ -172,7 +181,9 @@ class Worker:
                     except STORE_FAULTS as exc:
                         beat_at = now + self.settings.heartbeat_s
                         log.warning("worker heartbeat failed: %s", describe_db_error(exc, self.store.loc))
-                due = [beat_at] if self._draining.is_set() else [beat_at, look_at] + ([claim_at] if self.concurrency > len(self.hosted) else [])
+                room = self.concurrency > len(self.hosted)
+                hinted = self._hints.due_at() if room else None
+                due = [beat_at] if self._draining.is_set() else [beat_at, look_at] + ([claim_at] if room else []) + ([hinted] if hinted is not None else [])
                 wait = min(due) - loop.time()
                 try:
                     await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, wait))

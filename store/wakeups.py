@@ -6,7 +6,8 @@ worker that does not listen (SQLite, PgBouncer in transaction mode, a listening 
 polls as before. A notification is delivered at its transaction's commit, so what it names is there
 to read. One channel serves every schema of a database; the payload says which schema
 (`current_schema()`, evaluated in the sender's transaction, so through PgBouncer too) and what:
-`queued`, or `flags:<run id>`.
+`queued:<run id>` (a run was queued), `claimed:<run id>` (a host took it from the queue), or
+`flags:<run id>`. A bare `queued` (an earlier version's sender) names no run.
 
 The listener is the worker's main lane (store.py: a host's two connections): LISTEN costs no
 connection of its own, and asyncpg hands a notification over whenever it arrives, the connection
@@ -32,22 +33,34 @@ log = logging.getLogger("swarmkit.store")
 
 CHANNEL = "swarmkit_wake"
 QUEUED = "queued"
-_FLAGS = "flags:"
+CLAIMED = "claimed"
+FLAGS = "flags"
 _notify: Any = None
+
+
+def queued(job_id: str) -> str:
+    """The payload that says a run was queued: a listening worker with room looks for it."""
+    return f"{QUEUED}:{job_id}"
+
+
+def claimed(job_id: str) -> str:
+    """The payload that says a host took a queued run: a worker about to look for it need not."""
+    return f"{CLAIMED}:{job_id}"
 
 
 def flags(job_id: str) -> str:
     """The payload that says a run's stop or cancel flags changed: its host reads them now."""
-    return _FLAGS + job_id
+    return f"{FLAGS}:{job_id}"
 
 
-def flagged(payload: str) -> str | None:
-    """The run id a `flags` payload names, else None."""
-    return payload[len(_FLAGS):] if payload.startswith(_FLAGS) else None
+def parse(payload: str) -> tuple[str, str | None]:
+    """(what, the run id it names or None): `queued`, `claimed`, `flags`, or what an unknown sender said."""
+    what, _, job_id = payload.partition(":")
+    return what, job_id or None
 
 
 async def announce(conn: Any, what: str) -> None:
-    """Tell listening workers `what` (`QUEUED`, `flags(id)`) at the commit of `conn`'s transaction; on SQLite nothing."""
+    """Tell listening workers `what` (`queued(id)`, `claimed(id)`, `flags(id)`) at the commit of `conn`'s transaction; on SQLite nothing."""
     global _notify
     dialect = getattr(conn, "dialect", None)
     if getattr(dialect, "name", None) != "postgresql":
