@@ -141,7 +141,7 @@ async def _claim_one(store: Store, job_id: str, epoch: int, now: datetime, lease
         )
         if await claim(conn, job_id, QUEUED, epoch, now, values) == 1:
             await record_event(conn, job_id, "run.claimed", f"claimed by worker on {host_name()} pid {os.getpid()} (epoch {epoch + 1})", at=now)
-            # The fleet's other workers, woken by its queueing and about to look, need not (runtime/worker.py).
+            # The fleet's other workers, woken by its queueing and about to look, need not (runtime/queue_hints.py).
             await announce(conn, claimed_wake(job_id))
             # Read in the claim's own transaction: a claim whose row could
             # not be read back is rolled back, never left unhosted.
