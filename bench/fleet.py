@@ -11,7 +11,9 @@ in turn), and `--stop-share` of them stopped with control.stop while they
 run. With `--pace`, the runs are queued one by one at that rate once the fleet is up
 instead (`--runs 0 --min-runs 60 --pace 2`: 60 runs at every size): a fleet mostly idle,
 woken run by run, where what grows with it is the idle workers' cost and not 150 runs
-at once on the machine's CPUs. One row each:
+at once on the machine's CPUs. `--idle-s S` (with `--pace`) first watches the fleet idle for
+S seconds, before any run, and says each worker's own CPU a second (left out of the
+runs' figures). One row each:
 
   runs/s       completed runs over the store's span, first claim to last end
   server conns peak of the server connections the fleet holds (pg_stat_activity,
@@ -121,6 +123,7 @@ class Row:
     own_cpu_s: float = float("nan")
     start_cpu_s: float = float("nan")
     samples: list[str] = field(default_factory=list)
+    idle_ms: list[float] = field(default_factory=list)
     pids: list[int] = field(default_factory=list)
 
     @property
@@ -224,6 +227,13 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
         cpu0, own0 = _fleet_cpu(load), _fleet_cpu(load, children=False)
         stopping = asyncio.create_task(_stopper(store, flow.steps, max(1, round(row.runs * args.stop_share)), row))
         await _until_all(load, lambda: _registered(store), "registered")
+        if args.idle_s:
+            # The fleet idle before any run (paced: none is queued yet): each worker's own CPU a second.
+            await asyncio.sleep(3.0)
+            before = [T._proc_cpu(p.pid, children=False) for p in load.procs]
+            await asyncio.sleep(args.idle_s)
+            after = [T._proc_cpu(p.pid, children=False) for p in load.procs]
+            row.idle_ms = sorted((b - a) / args.idle_s * 1000 for a, b in zip(before, after))
         if args.pace:
             feeding = asyncio.create_task(_feed(store, flow, row.runs, args.pace))
         deadline = time.monotonic() + args.timeout + (row.runs / args.pace if args.pace else 0)
@@ -235,6 +245,9 @@ async def _measure(store: Store, ws: str, args, row: Row, sampler: Sampler, load
             await asyncio.sleep(0.25)
         # Before the workers exit: their agents (supervisor and command) are counted as each ends.
         row.cpu_s, row.own_cpu_s = _fleet_cpu(load) - cpu0, _fleet_cpu(load, children=False) - own0
+        # The idle window measured apart is not the runs' CPU.
+        idle_cpu_s = sum(row.idle_ms) / 1000 * args.idle_s
+        row.cpu_s, row.own_cpu_s = row.cpu_s - idle_cpu_s, row.own_cpu_s - idle_cpu_s
     finally:
         done.set()
         for task in (stopping, feeding):
@@ -333,6 +346,8 @@ def print_row(row: Row) -> None:
           f" (the workers' own {row.own_cpu_s / row.ended:.2f}, their agents' the rest; without the workers' start-up, gate to registered,"
           f" {row.start_cpu_s / row.workers:.2f} s a worker: {(row.cpu_s - row.start_cpu_s) / row.ended:.3f} s a run); other ends {others};"
           f" warnings logged {row.warnings}; runs/s over {row.span_s:.1f} s (the last worker up {row.up_s:.1f} s after the first claim)", flush=True)
+    if row.idle_ms:
+        print(f"  {'':<17}idle before any run: each worker's own CPU {B.med(row.idle_ms):.2f} ms a second (median; {row.idle_ms[0]:.2f}-{row.idle_ms[-1]:.2f}), the fleet's {sum(row.idle_ms):.1f}", flush=True)
     for text in row.examples[:3]:
         print(f"  {'':<17}  {text}")
 
@@ -374,6 +389,7 @@ def main() -> None:
     ap.add_argument("--min-runs", type=int, default=12, help="runs queued in a case at least (a rate of the smallest fleet over more than one round)")
     ap.add_argument("--pace", type=float, default=0.0, metavar="RUNS_PER_S",
                     help="queue the runs at this rate once the fleet is up, not all before (an idle fleet woken run by run; with --runs 0 --min-runs N every size gets N runs)")
+    ap.add_argument("--idle-s", type=float, default=0.0, help="with --pace: first measure each worker's CPU over this many seconds idle, before any run")
     ap.add_argument("--agents", type=int, default=3, help="command agents a run: `sleep AGENT_S` and `true` in turn")
     ap.add_argument("--agent-s", type=float, default=0.2)
     ap.add_argument("--stop-share", type=float, default=0.1, help="share of a case's runs stopped while running (one at least)")
