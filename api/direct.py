@@ -28,6 +28,7 @@ from starlette.responses import Response
 Direct = Callable[[Request], Awaitable[Response | None]]
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 def answers_directly(direct: Direct) -> Callable[[F], F]:
     """Give an endpoint its direct path; put it under the router's decorator (it must be there when the route is made)."""
 

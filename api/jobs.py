@@ -117,9 +117,14 @@ async def _show(request: Request, job_id: str) -> JSONResponse:
     return JSONResponse(await control.resolve_view(ctx.store, job_id))
 
 
-async def _show_directly(request: Request) -> JSONResponse | None:
+def _plain_id(request: Request) -> str | None:
+    """The route's run id when it is one FastAPI would take as it is (api/direct.py), else None."""
     job_id = request.path_params["job_id"]
-    if not _PLAIN_REF.fullmatch(job_id):
+    return job_id if _PLAIN_REF.fullmatch(job_id) else None
+
+
+async def _show_directly(request: Request) -> JSONResponse | None:
+    if (job_id := _plain_id(request)) is None:
         return None
     await reader(request)
     return await _show(request, job_id)
@@ -176,8 +181,7 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
         return await act_on(request, job_id, actor, body.model_dump() if body is not None else {})
 
     async def directly(request: Request) -> JSONResponse | None:
-        job_id = request.path_params["job_id"]
-        if not _PLAIN_REF.fullmatch(job_id):
+        if (job_id := _plain_id(request)) is None:
             return None
         options = await plain_body(request, body_type) if body_type is not None else {}
         if options is None:
@@ -191,8 +195,7 @@ def _act_route(act: Act, body_type: type[BaseModel] | None) -> Callable[..., Awa
     params.append(P("actor", P.POSITIONAL_OR_KEYWORD, annotation=str, default=Depends(operator)))
     route.__signature__ = inspect.Signature(params, return_annotation=JSONResponse)  # type: ignore[attr-defined]
     route.__name__ = route.__qualname__ = act.verb  # the OpenAPI operation id: stop_jobs__job_id__stop_post
-    route.direct = directly  # type: ignore[attr-defined]  # api/direct.py
-    return route
+    return answers_directly(directly)(route)
 
 
 def _description(verb: str) -> str | None:
