@@ -29,6 +29,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from swarmkit.runtime.budgets import BudgetError
 from swarmkit.runtime.errors import AmbiguousRun, FlowError, RunNotFound
 from swarmkit.runtime.settings import default_actor
 from swarmkit.runtime.text import plain
@@ -143,6 +144,10 @@ def _install_handlers(app: FastAPI, ctx: Ctx) -> None:
 
     @app.exception_handler(FlowError)
     async def bad_flow(_r: Request, exc: FlowError) -> JSONResponse:
+        return say(422, str(exc))
+
+    @app.exception_handler(BudgetError)
+    async def bad_budget(_r: Request, exc: BudgetError) -> JSONResponse:
         return say(422, str(exc))
 
     @app.exception_handler(Refused)

@@ -32,7 +32,7 @@ from swarmkit.store.records import RUN_LIST_SCHEMA, JobRecord, rfc3339
 
 from .dependencies import BadRequest, Refused, ctx_of, look_for_lost, operator, reader
 from .direct import DirectRoute, answers_directly, plain_body
-from .schemas import ERRORS, ActAnswer, CancelBody, JobPage, StopBody, SubmitBody
+from .schemas import ERRORS, ActAnswer, CancelBody, JobPage, ResumeBody, StopBody, SubmitBody
 
 router = APIRouter(tags=["jobs"], responses=ERRORS, route_class=DirectRoute)
 
@@ -79,7 +79,7 @@ async def submit(body: SubmitBody, request: Request, actor: str = Depends(operat
     # The same checks as `swarmkit run FLOW --input k=v`, before any run is created.
     flow = find_flow(ctx.flows, body.flow)
     inputs = parse_inputs([f"{k}={v}" for k, v in body.inputs.items()])
-    job = await control.submit(ctx.store, flow, inputs, actor=actor)
+    job = await control.submit(ctx.store, flow, inputs, actor=actor, budget=body.budget.model_dump() if body.budget else None)
     if ctx.worker is not None:
         ctx.worker.wake()
     return await view_of(request, job)
@@ -164,7 +164,7 @@ _ACTED: dict[int | str, dict[str, Any]] = {200: {"model": ActAnswer}, 202: {"mod
 # What they call and what they say is the acts table's (runtime/act_table.py). In the order they are routed.
 _ROUTED: dict[str, tuple[type[BaseModel] | None, str, dict[int | str, dict[str, Any]] | None]] = {
     "stop": (StopBody, "Stop at the next agent boundary, or now (interrupting the node in flight); resumable", None),
-    "resume": (None, "Queue a stopped, deferred or lost run for a worker", None),
+    "resume": (ResumeBody, "Queue a stopped, deferred or lost run for a worker (a spent budget raised with it)", None),
     "approve": (None, "Approve a run waiting at a gate", None),
     "cancel": (CancelBody, "End a run for good", _ACTED),
 }

@@ -13,13 +13,32 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+class BudgetBody(_Strict):
+    """A run's limits, as a flow file's [budget] writes them (runtime/budgets.py); a resume may write "+5" to raise one."""
+
+    max_cost: float | str | None = Field(None, description="dollars: 5, or \"+5\" on a resume to raise the limit")
+    max_tokens: int | str | None = Field(None, description="tokens: 100000 or \"100k\"")
+    max_wall: float | str | None = Field(None, description="the time its agents run: seconds, or \"30m\"")
+    max_nodes: int | str | None = Field(None, description="nodes finished")
+    hard: bool | None = Field(None, description="a reached limit interrupts the node in flight (as stop --now)")
+
+
 class SubmitBody(_Strict):
     flow: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="a flow file in the server's --flows folder, by name (with or without .toml)")
     inputs: dict[str, str] = Field(default_factory=dict, description="the run's inputs, as `swarmkit run --input key=value`")
+    budget: BudgetBody | None = Field(None, description="limits over the flow's own [budget], as `swarmkit run --budget`")
+
+
+class ResumeBody(_Strict):
+    budget: BudgetBody | None = Field(None, description="limits changed as it resumes, as `swarmkit resume --budget`")
 
 
 class StopBody(_Strict):
     now: bool = Field(False, description="interrupt the node in flight and park the run before it (stop --now); that node runs again from its start on resume")
+    when: str | None = Field(None, max_length=200, description="a stop set for later, once this holds: 'cost>2.5', 'tokens>100k', 'wall>30m', 'nodes>=3' (stop --when)")
+    after: str | None = Field(None, max_length=200, description="a stop set for later, at the boundary after this agent (stop --after)")
+    before: str | None = Field(None, max_length=200, description="a stop set for later, at the boundary before this agent (stop --before)")
+    clear: bool = Field(False, description="take off every stop set for later (stop --clear)")
 
 
 class CancelBody(_Strict):

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 async def cmd_act(args) -> int:
     act = TABLE[args.verb]
-    # The door's flags: --now (stop) and --keep (cancel).
-    options = {k: getattr(args, k) for k in ("now", "keep") if hasattr(args, k)}
+    # The door's flags: --now and the stops set for later (stop), --keep (cancel), --budget (resume).
+    options = {k: getattr(args, k) for k in ("now", "keep", "budget", "when", "after", "before", "clear") if getattr(args, k, None) not in (None, [])}
 
     async def go(store: Store) -> int:
         res = await perform(act, store, args.run_id, **options)

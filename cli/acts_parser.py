@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .common import add_run_id, add_store, add_workspace, verb
+from .common import BUDGET_HELP, add_run_id, add_store, add_workspace, verb
 
 # Each verb's help: (summary, description, examples), in the order of the table's VERBS (tests/test_act_table.py
 # holds them to it). The table itself is imported by the act (acts.py), not by `swarmkit --help`: it costs that typing.
@@ -13,7 +13,10 @@ HELP = {
         "Ask a run to stop before its next agent. The agent in flight finishes; the run is then stopped, "
         "checkpointed, and may be resumed with `swarmkit resume` or `swarmkit run --resume`. With --now the node in "
         "flight is interrupted (the cancel's escalation) and the run parks before it: that node's work is lost and it runs again from its start on resume.",
-        ["swarmkit stop a46614b1", "swarmkit stop --now a46614b1", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit"],
+        [
+            "swarmkit stop a46614b1", "swarmkit stop --now a46614b1", "swarmkit stop a46614b1 --when 'cost>2.5'",
+            "swarmkit stop a46614b1 --before review", "swarmkit stop a46614b1 --clear", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit",
+        ],
     ),
     "approve": (
         "approve a run waiting at a gate",
@@ -23,8 +26,9 @@ HELP = {
     ),
     "resume": (
         "queue a stopped, deferred or lost run for a worker",
-        "Put a stopped, deferred or lost run back in the queue, from its last checkpoint, for any worker to claim.",
-        ["swarmkit resume a46614b1", "swarmkit resume a46614b1 ~/work/site"],
+        "Put a stopped, deferred or lost run back in the queue, from its last checkpoint, for any worker to claim. "
+        "A run whose budget is spent is refused unless --budget raises the limit it reached.",
+        ["swarmkit resume a46614b1", "swarmkit resume a46614b1 ~/work/site", "swarmkit resume a46614b1 --budget cost=+5"],
     ),
     "cancel": (
         "end a run for good (destroys its workspaces unless --keep)",
@@ -46,5 +50,12 @@ def add_parsers(sub, only: str | None = None) -> None:
         add_workspace(p)
         if name == "cancel":
             p.add_argument("--keep", action="store_true", help="keep the run's workspaces")
+        if name == "resume":
+            p.add_argument("--budget", action="append", metavar="LIMIT", default=[], help=BUDGET_HELP)
         if name == "stop":
+            later = p.add_argument_group("a stop set for later (kept on the run; its host stops it at the first boundary where it holds)")
+            later.add_argument("--when", metavar="CONDITION", help="stop once it holds: 'cost>2.5', 'tokens>100k', 'wall>30m' (time its agents ran), 'nodes>=3'")
+            later.add_argument("--after", metavar="NODE", help="stop at the boundary after this agent of its flow (a breakpoint)")
+            later.add_argument("--before", metavar="NODE", help="stop at the boundary before this agent of its flow (a breakpoint)")
+            later.add_argument("--clear", action="store_true", help="take off every stop set for later")
             p.add_argument("--now", action="store_true", help="interrupt the node in flight and park the run before it (that node's work is lost; it runs again on resume)")

@@ -20,6 +20,11 @@ from .quantities import Duration
 # typing for it (mypy reads a module's own TYPE_CHECKING as typing's).
 PROG = "swarmkit"
 WORKSPACE_HELP = "the workspace folder whose store to use (default: the current folder)"
+# The flag's words, the same for `run` and `resume`.
+BUDGET_HELP = (
+    "a limit the run stops at, resumable (repeatable): cost=5 (dollars), tokens=100k, wall=30m (time its agents ran), "
+    "nodes=10; cost=+5 raises the flow's or the run's limit; hard interrupts the node in flight"
+)
 RUN_ID_HELP = "the run's id, or any unique prefix of it (as `swarmkit status` shows)"
 OUTPUTS = ("table", "wide", "name", "json")
 

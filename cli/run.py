@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarmkit.runtime import control
+from swarmkit.runtime.budgets import BUDGET, BudgetError, changed, raise_words
 from swarmkit.runtime.echo import say
 from swarmkit.runtime.echo_thread import Echo
 from swarmkit.runtime.errors import FlowError, UsageError
@@ -97,6 +98,13 @@ async def host_foreground(store: Store, job_id: str, epoch: int, flow, *, resume
         say(f"{sid} completed ({job.step}/{job.steps} agents; {job.tokens:,} tokens, ${job.cost:.4f}).")
         return ExitCode.OK
     if status == "stopped":
+        if job.stop_reason and job.stop_requested_by == BUDGET:
+            say(f"{sid} stopped by its budget ({plain(job.stop_reason)}) before {step_words(job.step, job.steps, job.current_node, None)}. {raise_words(job.stop_reason, sid, 'run --resume')}")
+            return ExitCode.OK
+        if job.stop_reason:  # a stop set for later
+            said = f"{plain(job.stop_reason)}, set by {plain(job.stop_requested_by or '?')}"
+            say(f"{sid} stopped ({said}) before {step_words(job.step, job.steps, job.current_node, None)}. Resume with `swarmkit run --resume {sid}`.")
+            return ExitCode.OK
         say(f"{sid} stopped before {step_words(job.step, job.steps, job.current_node, None)}. Resume with `swarmkit run --resume {sid}`.")
         return ExitCode.OK
     if status == "deferred":
@@ -138,13 +146,17 @@ async def cmd_run(args) -> int:
     # Refuse a bad flow or bad inputs before any run is created.
     flow = load_flow(flow_path)
     inputs = parse_inputs(args.input)
+    try:
+        changed(flow.budget, args.budget, whose="the flow")
+    except BudgetError as exc:
+        raise UsageError(str(exc)) from None
 
     async def go(store: Store) -> int:
         if args.detach:
-            job = await control.submit(store, flow, inputs)
+            job = await control.submit(store, flow, inputs, budget=args.budget)
             print(job.id)
             return ExitCode.OK
-        job = await control.submit(store, flow, inputs, host_here=True)
+        job = await control.submit(store, flow, inputs, host_here=True, budget=args.budget)
         say(f"{job.short_id} running {plain(flow.name)} ({flow.steps} agents) on {store.loc.display}; Ctrl-C stops it at the next agent boundary.")
         return await host_foreground(store, job.id, job.epoch, flow, resumed=False)
 
@@ -158,7 +170,7 @@ def _is_file(path: str) -> bool:
 async def _resume_here(args, store: Store) -> int:
     from swarmkit.runtime.executor import flow_for_job  # late: as host_foreground's RunHost (the executor, for a run hosted here)
 
-    res, job = await control.claim_for_resume(store, args.resume)
+    res, job = await control.claim_for_resume(store, args.resume, budget=args.budget)
     if job is None:
         err(res.message)
         return res.code

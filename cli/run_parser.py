@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import RUN_ID_HELP, add_store, verb
+from .common import BUDGET_HELP, RUN_ID_HELP, add_store, verb
 
 
 def add_parsers(sub) -> None:
@@ -15,6 +15,7 @@ def add_parsers(sub) -> None:
             "swarmkit run flow.toml --input topic=release",
             "swarmkit run flow.toml --detach ~/work/site",
             "swarmkit run --resume a46614b1",
+            "swarmkit run flow.toml --budget cost=5 --budget tokens=200k",
         ],
     )
     add_store(p)
@@ -22,3 +23,4 @@ def add_parsers(sub) -> None:
     p.add_argument("--input", action="append", metavar="KEY=VALUE", default=[], help="an input for the run (repeatable)")
     p.add_argument("--detach", action="store_true", help="queue the run for a worker and print only its id")
     p.add_argument("--resume", metavar="RUN_ID", help="claim a stopped, deferred or lost run and host it here; " + RUN_ID_HELP)
+    p.add_argument("--budget", action="append", metavar="LIMIT", default=[], help=BUDGET_HELP)

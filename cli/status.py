@@ -98,6 +98,14 @@ async def _show_one(store: Store, run_ref: str, output: str) -> int:
             value = f"{len(str(value))} characters"
         elif key == "flow_modules" and value:
             value = f"{', '.join(sorted(value)) or 'none'} ({len(json.dumps(value))} characters)"
+        elif key == "budget" and value:
+            from swarmkit.runtime.budgets import Budget, Spent  # late: only a run that has a budget
+
+            value = Budget.from_json(json.dumps(value)).words(Spent(view["cost"] or 0.0, view["tokens"] or 0, view.get("ran_s") or 0.0, view["step"] or 0))
+        elif key == "stop_when" and value:
+            from swarmkit.runtime.stop_conditions import as_view  # late: only a run with stops set for later
+
+            value = as_view(value)
         elif isinstance(value, dict):
             value = json.dumps(value, ensure_ascii=False, sort_keys=True)
         print(f"{key:>20}: {plain(value if value is not None else '-')}")

@@ -12,8 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from swarmkit.runtime.budgets import Budget, spent_of
 from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
 from swarmkit.runtime.steps import step_words
+from swarmkit.runtime.stop_conditions import shown as shown_stops
 from swarmkit.store import StoreLocation
 from swarmkit.store.records import UNLOADABLE, JobRecord, WorkspaceRecord
 from swarmkit.store.trail_records import AuditRecord, CheckpointRecord, EventRecord
@@ -105,7 +107,8 @@ def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None) ->
     if job.pending_gate:
         facts.append(("waiting at", f"gate {job.pending_gate}, for a human's approval (`swarmkit approve {job.short_id}`)"))
     if job.stop_requested_at or job.stop_requested_by:
-        facts.append(("stop asked", f"by {job.stop_requested_by or '?'} at {stamp(job.stop_requested_at)} ({ago(now, job.stop_requested_at)})"))
+        why = f": {job.stop_reason}" if job.stop_reason else ""
+        facts.append(("stop asked", f"by {job.stop_requested_by or '?'} at {stamp(job.stop_requested_at)} ({ago(now, job.stop_requested_at)}){why}"))
         if job.status == "running" and (eta := stop_eta(job, now, usual_s)):
             facts.append(("stops", eta + (f" (its node usually takes ~{age(usual_s)})" if usual_s is not None else "")))
     if job.cancel_requested_at or job.cancel_requested_by:
@@ -122,6 +125,10 @@ def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None) ->
         facts.append(("ended", f"{stamp(job.ended_at)} ({ago(now, job.ended_at)})"))
     facts.append(("in state", f"{shown} for {age((now - in_state_since(job)).total_seconds())}"))
     facts.append(("usage", usage_cell(job)))
+    if job.budget:
+        facts.append(("budget", Budget.from_json(job.budget).words(spent_of(job))))
+    if job.stop_when:
+        facts.append(("stops set", shown_stops(job.stop_when)))
     facts.append(("inputs", _inputs(job.inputs)))
     if job.error:
         facts.append(("error", job.error))

@@ -5,7 +5,7 @@ nothing else. Every transition is one conditional UPDATE (compare-and-set on
 status and epoch) with its audit row in the same transaction; a terminal
 status never changes because no statement here matches one.
 
-The four acts on a run, `resolve_run` and what they write run by named
+A submit is runtime/submit.py's. The four acts on a run, `resolve_run` and what they write run by named
 statements (store/named.py): on a lite SQLite store (store/lite.py) `swarmkit
 stop`, `resume`, `approve`, `cancel` and `status` load no SQLAlchemy. A submit
 writes through store/run_writes.py, imported where it writes: it builds its
@@ -15,171 +15,40 @@ statements with SQLAlchemy.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from swarmkit.store.clock import boot_clock, store_now
-from swarmkit.store.ids import new_id
+from swarmkit.store.clock import store_now
 from swarmkit.store.named import S
-from swarmkit.store.reads import get_job, jobs_by_prefix, node_durations, run_view, run_views
+from swarmkit.store.reads import node_durations
 from swarmkit.store.records import JobRecord
 from swarmkit.store.statuses import DEFERRED, LOST, QUEUED, RESUMABLE_STATUSES, RUNNING, STOPPED, TERMINAL_STATUSES
 from swarmkit.store.wakeups import announce, flags, queued
 
+from .act_base import DONE as DONE
+from .act_base import REFUSED as REFUSED
+from .act_base import RETRIES as RETRIES
+from .act_base import USAGE as USAGE
+from .act_base import ActResult as ActResult
+from .act_base import at_words, resolved_with_view
+from .act_base import reload_run as reload_run
+from .act_base import resolve_run as resolve_run
+from .act_base import resolve_view as resolve_view
 from .act_table import ACTS, Act, no_worker_hint
-from .errors import AmbiguousRun, FlowError, RunNotFound
-from .exit_code import ExitCode
-from .journal import record_audit, record_event, state_json
-from .leases import claim_lease, live_worker_count
+from .errors import FlowError
+from .journal import record_audit, record_event
+from .leases import live_worker_count
 from .notify import record_notification
-from .settings import Settings, default_actor, host_name
+from .settings import Settings, default_actor
 from .steps import step_words
 from .workspaces import carry_out, decide
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from typing import Any
 
     from swarmkit.store import Store
     from swarmkit.store.connections import AsyncConn
-
-    from .flow import Flow
-
-# Exit codes: 0 done or no-op, 1 refused or failed, 2 bad usage or unknown run.
-# The exit codes the CLI gives for an act's result: the one ExitCode list.
-DONE, REFUSED, USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
-# How many times an act that lost a race to another writer looks again.
-RETRIES = 20
-
-
-@dataclass(frozen=True)
-class ActResult:
-    """What an act did, in words an operator reads as they are."""
-
-    code: int
-    changed: bool
-    message: str
-    job: JobRecord | None = None
-    # A stop or cancel that found the same request already pending (re-reported, nothing stacked).
-    already: bool = False
-    # The run's merged view (store.reads.run_views) when the act wrote nothing: read with the run, so a
-    # door answers an idempotent repeat without reading again.
-    view: dict[str, Any] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.code == DONE
-
-
-def _ts(value: datetime | None) -> str:
-    # strftime's "%Y-%m-%d %H:%M:%S" at a fraction of its cost (it was a twentieth of an HTTP stop's repeat).
-    return value.isoformat(" ", "seconds")[:19] + " UTC" if value else "an unknown time"
-
-
-def _matches(conn: Any, ref: str) -> list[JobRecord]:
-    """The runs `ref` names: the one with that id, else up to 11 whose ids begin with it (newest first)."""
-    job = get_job(conn, ref.lower()) if len(ref) == 32 else None
-    return [job] if job is not None else jobs_by_prefix(conn, ref, limit=11)
-
-
-async def resolve_run(store: Store, ref: str | JobRecord) -> JobRecord:
-    """A run by its id or any unique prefix of it (in either case: ids are hex). Nothing is stripped:
-    `abc ` is not `abc`. A record is its own run, already read (`perform` reads it with its view)."""
-    if isinstance(ref, JobRecord):
-        return ref
-    return (await _resolved(store, ref, False))[0]
-
-
-async def resolve_view(store: Store, ref: str) -> dict[str, Any]:
-    """`resolve_run`'s run as its merged view (store.reads.run_views), read with it."""
-    return (await _resolved(store, ref, True))[1]
-
-
-async def _resolved(store: Store, ref: str, view: bool) -> tuple[JobRecord, Any]:
-    ref = ref or ""
-    if not ref or len(ref) > 32 or any(ch not in "0123456789abcdefABCDEF" for ch in ref):
-        raise RunNotFound(f"no run matches {ref!r}", store.loc.display)  # no id holds anything else: no store read
-
-    def read(conn: Any) -> tuple[list[JobRecord], Any]:
-        if view and len(ref) == 32 and (both := run_view(conn, ref.lower())) is not None:
-            return [both[0]], both[1]
-        found = _matches(conn, ref)
-        return found, run_views(conn, found)[0] if view and len(found) == 1 else None
-
-    # A short read by the primary key (or its prefix): on this thread (Store.run_read's `here`).
-    found, shown = await store.run_read(read, here=True)
-    if not found:
-        raise RunNotFound(f"no run matches {ref!r}", store.loc.display)
-    if len(found) > 1:
-        listed = ", ".join(f"{j.short_id} ({j.status}, {j.flow})" for j in found[:10])
-        more = " and more" if len(found) > 10 else ""
-        raise AmbiguousRun(f"{ref!r} matches {len(found)} runs: {listed}{more}; give more of the id", [j.id for j in found[:10]])
-    return found[0], shown
-
-
-async def reload_run(store: Store, job_id: str) -> JobRecord:
-    job = await store.run_read(lambda c: get_job(c, job_id), here=True)
-    if job is None:  # deleted under us
-        raise RunNotFound(f"run {job_id[:8]} no longer exists", store.loc.display)
-    return job
-
-
-def _initial_state(inputs: dict[str, str]) -> dict[str, Any]:
-    return {"inputs": dict(inputs)}
-
-
-async def submit(
-    store: Store,
-    flow: Flow,
-    inputs: dict[str, str],
-    *,
-    actor: str | None = None,
-    host_here: bool = False,
-    lease_s: float | None = None,
-) -> JobRecord:
-    """Create a run: queued for a worker, or (host_here) already claimed by this process at epoch 1,
-    under its lease (`lease_s`; SWARMKIT_LEASE if not given)."""
-    from swarmkit.store.run_writes import insert_run  # late: `swarmkit stop` on SQLite loads no SQLAlchemy
-
-    actor = actor or default_actor()
-    # Read before the run exists: a module too big to store refuses the submit.
-    from .flow_modules import collect_modules, encode_modules  # late: flows load only where one is submitted or claimed, not for `swarmkit stop`
-
-    modules = encode_modules(collect_modules(flow))
-    now = store_now()
-    job_id = new_id()
-    values: dict[str, Any] = dict(
-        id=job_id,
-        flow=flow.name,
-        flow_path=flow.path,
-        flow_source=flow.source,
-        flow_modules=modules,
-        inputs=json.dumps(inputs, sort_keys=True),
-        status=QUEUED,
-        created_at=now,
-        updated_at=now,
-        cancel_keep=False,
-        epoch=0,
-        step=0,
-        steps=flow.steps,
-        tokens=0,
-        cost=0.0,
-        workspace_root=str(store.loc.workspace),
-    )
-    if host_here:
-        values.update(
-            status=RUNNING, epoch=1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), started_at=now, last_event_at=now,
-            lease_s=claim_lease(lease_s),
-        )
-    async with store.write() as conn:
-        await insert_run(conn, values, state_json(_initial_state(inputs)))
-        await record_event(conn, job_id, "run.submitted", f"{flow.name}: {flow.steps} agents", at=now)
-        await record_audit(conn, actor, "run.submitted", job_id, {"flow": flow.name, "inputs": inputs}, at=now)
-        if not host_here:
-            await announce(conn, queued(job_id))
-    return await reload_run(store, job_id)
 
 
 # --- stop -----------------------------------------------------------------
@@ -211,22 +80,33 @@ async def overdue_at(store: Store, job: JobRecord, at: datetime) -> datetime:
     return at + timedelta(seconds=max(OVERDUE_FLOOR_S, OVERDUE_FACTOR * usual))
 
 
-async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, now: bool = False) -> ActResult:
+async def stop(
+    store: Store, ref: str | JobRecord, *, actor: str | None = None, now: bool = False,
+    when: str | None = None, after: str | None = None, before: str | None = None, clear: bool = False,
+) -> ActResult:
     """Stop a run at its next agent boundary; with `now`, its host interrupts the node in flight
-    (the cancel's escalation) and parks the run at the boundary before that node."""
+    (the cancel's escalation) and parks the run at the boundary before that node. `when`, `after`,
+    `before`: a stop set for later instead (runtime/stop_later.py); `clear` takes those off."""
     actor = actor or default_actor()
+    later = [(kind, what) for kind, what in (("when", when), ("after", after), ("before", before)) if what]
+    if later or clear:
+        from .stop_later import clear_stops, stop_later  # late: only a stop set for later loads its rules
+
+        if now or len(later) + clear > 1:
+            return ActResult(USAGE, False, "give one of --when, --after, --before or --clear (a stop set for later), and not with --now")
+        return await (clear_stops(store, ref, actor=actor) if clear else stop_later(store, ref, kind=later[0][0], what=later[0][1], actor=actor))
     job = await resolve_run(store, ref)
     for _ in range(RETRIES):
         sid = job.short_id
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
-                return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}); nothing to stop.", job)
+                return ActResult(DONE, False, f"{sid} is already being cancelled (asked by {job.cancel_requested_by} at {at_words(job.cancel_requested_at)}); nothing to stop.", job)
             pending = job.stop_requested_at is not None
             if pending and (job.stop_now or not now):
                 how = "its host is interrupting the node in flight" if job.stop_now else "it will stop at the next agent boundary"
                 return ActResult(
                     DONE, False,
-                    f"stop{' --now' if job.stop_now else ''} already requested for {sid} by {job.stop_requested_by} at {_ts(job.stop_requested_at)} — {how}.",
+                    f"stop{' --now' if job.stop_now else ''} already requested for {sid} by {job.stop_requested_by} at {at_words(job.stop_requested_at)} — {how}.",
                     job,
                     already=True,
                 )
@@ -283,11 +163,17 @@ async def stop(store: Store, ref: str | JobRecord, *, actor: str | None = None, 
 # --- resume and approve -----------------------------------------------------
 
 
-async def audit_resume(conn: AsyncConn, job: JobRecord, actor: str, now: datetime, how: str) -> None:
+async def audit_resume(conn: AsyncConn, job: JobRecord, actor: str, now: datetime, how: str, budget: str | None = None) -> None:
+    """The audit and event of a resume; `budget`: the limits it set (JSON), when it changed them."""
     if job.status == DEFERRED:
         await record_audit(conn, actor, ACTS["approve"].audit, job.id, {"gate": job.pending_gate, "step": step_words(job.step, job.steps)}, at=now)
         await record_event(conn, job.id, ACTS["approve"].audit, f"{job.pending_gate} approved by {actor}", node=job.pending_gate, step=job.step, at=now)
-    await record_audit(conn, actor, ACTS["resume"].audit, job.id, {"from": job.status, "how": how, "step": step_words(job.step, job.steps)}, at=now)
+    detail: dict[str, Any] = {"from": job.status, "how": how, "step": step_words(job.step, job.steps)}
+    if budget is not None:
+        from .budgets import Budget  # late: only a resume that changed the limits
+
+        detail["budget"] = Budget.from_json(budget).words()
+    await record_audit(conn, actor, ACTS["resume"].audit, job.id, detail, at=now)
     await record_event(conn, job.id, ACTS["resume"].audit, f"resumed from {job.status} by {actor} ({how})", at=now)
 
 
@@ -300,8 +186,11 @@ def refuse_resume(job: JobRecord) -> ActResult:
     return ActResult(REFUSED, False, f"cannot resume {sid}: it is {job.status}.", job)
 
 
-async def resume(store: Store, ref: str | JobRecord, *, actor: str | None = None, only_deferred: bool = False) -> ActResult:
-    """Put a stopped, deferred or lost run back in the queue for a worker."""
+async def resume(
+    store: Store, ref: str | JobRecord, *, actor: str | None = None, only_deferred: bool = False, budget: list[str] | dict[str, Any] | None = None,
+) -> ActResult:
+    """Put a stopped, deferred or lost run back in the queue for a worker. `budget`: terms that change
+    its limits as it resumes (`cost=+5`, runtime/budgets.py); one whose limit is reached is refused."""
     actor = actor or default_actor()
     job = await resolve_run(store, ref)
     for _ in range(RETRIES):
@@ -311,15 +200,22 @@ async def resume(store: Store, ref: str | JobRecord, *, actor: str | None = None
             return ActResult(REFUSED, False, f"cannot approve {job.short_id}: it is {job.status}, not waiting at a gate.", job)
         if job.status not in RESUMABLE_STATUSES:
             return refuse_resume(job)
+        limits = job.budget
+        if limits is not None or budget:
+            from .budgets import held  # late: only a run with a budget, or a door that gives one, reads it
+
+            limits, refusal = held(job, budget)
+            if refusal is not None:
+                return ActResult(refusal[0], False, refusal[1], job)
         now = store_now()
         async with store.write() as conn:
-            params: dict[str, Any] = {"b_id": job.id, "b_epoch": job.epoch, "b_at": now}
+            params: dict[str, Any] = {"b_id": job.id, "b_epoch": job.epoch, "b_at": now, "b_budget": limits}
             if job.status == DEFERRED:
                 moved = (await conn.execute(S.APPROVE, {**params, "b_step": job.step})).rowcount
             else:
                 moved = (await conn.execute(S.RESUME, {**params, "b_status": job.status})).rowcount
             if moved == 1:
-                await audit_resume(conn, job, actor, now, "queued for a worker")
+                await audit_resume(conn, job, actor, now, "queued for a worker", limits if budget else None)
                 await announce(conn, queued(job.id))
         if moved == 1:
             what = f"approved {job.pending_gate!r} and queued" if job.status == DEFERRED else "queued"
@@ -344,7 +240,7 @@ async def cancel(store: Store, ref: str | JobRecord, *, keep: bool = False, acto
         now = store_now()
         if job.status == RUNNING:
             if job.cancel_requested_at is not None:
-                return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {_ts(job.cancel_requested_at)}; its host is ending it.", job, already=True)
+                return ActResult(DONE, False, f"cancel already requested for {sid} by {job.cancel_requested_by} at {at_words(job.cancel_requested_at)}; its host is ending it.", job, already=True)
             async with store.write() as conn:
                 moved = (await conn.execute(S.REQUEST_CANCEL, {"b_id": job.id, "b_epoch": job.epoch, "b_at": now, "b_actor": actor, "b_keep": keep})).rowcount
                 if moved == 1:
@@ -384,8 +280,9 @@ async def perform(act: Act, store: Store, ref: str, *, actor: str | None = None,
     they override the entry's own options, which fill in what a door leaves out. `with_view`: for a
     door that answers with the run's view, read it with the run (`ActResult.view`; given a whole id, in one
     statement, store.reads.run_view: an idempotent repeat, which writes nothing, is that read and its answer)."""
-    call = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}[act.verb]
-    job, view = await _resolved(store, ref, with_view)
+    calls: dict[str, Callable[..., Awaitable[ActResult]]] = {"stop": stop, "resume": resume, "approve": approve, "cancel": cancel}
+    call = calls[act.verb]
+    job, view = await resolved_with_view(store, ref, with_view)
     result: ActResult = await call(store, job, actor=actor, **{**dict(act.options), **options})
     if view is not None and result.job is job:  # nothing written (a write reloads the run): the view read with it is still the run's
         result = dataclasses.replace(result, view=view)

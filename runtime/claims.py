@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 _UNLOADABLE_WINDOW = 1000
 
 
-async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, lease_s: float | None = None) -> tuple[ActResult, JobRecord | None]:
-    """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here, under `lease_s`."""
+async def claim_for_resume(
+    store: Store, ref: str, *, actor: str | None = None, lease_s: float | None = None, budget: list[str] | None = None,
+) -> tuple[ActResult, JobRecord | None]:
+    """`swarmkit run --resume`: take a stopped, deferred, lost (or queued) run and host it here, under `lease_s`;
+    `budget`: terms that change its limits as it resumes (runtime/budgets.py), as `swarmkit resume` takes them."""
     from swarmkit.store.run_writes import claim  # late: `swarmkit stop` on SQLite loads no SQLAlchemy (control imports this module)
     from swarmkit.store.statements import resumed_values  # late: as above
 
@@ -58,6 +61,12 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, 
             return refuse_resume(job), None
         now = store_now()
         values: dict[str, Any] = resumed_values(job.status, job.step, now)
+        if job.status != QUEUED and (job.budget is not None or budget):
+            from .budgets import held  # late: only a run with a budget, or a door that gives one, reads it
+
+            values["budget"], refusal = held(job, budget)
+            if refusal is not None:
+                return ActResult(refusal[0], False, refusal[1], job), None
         values.update(
             status=RUNNING, epoch=job.epoch + 1, host=host_name(), pid=os.getpid(), heartbeat_at=now, heartbeat_mono=boot_clock(), last_event_at=now,
             lease_s=lease_s,
@@ -66,7 +75,7 @@ async def claim_for_resume(store: Store, ref: str, *, actor: str | None = None, 
             moved = await claim(conn, job.id, job.status, job.epoch, now, values)
             if moved == 1:
                 if job.status != QUEUED:
-                    await audit_resume(conn, job, actor, now, f"hosted by {host_name()} pid {os.getpid()}")
+                    await audit_resume(conn, job, actor, now, f"hosted by {host_name()} pid {os.getpid()}", values.get("budget") if budget else None)
                 else:
                     await announce(conn, claimed_wake(job.id))
                 await record_event(conn, job.id, "run.claimed", f"claimed by {host_name()} pid {os.getpid()} (epoch {job.epoch + 1})", at=now)

@@ -38,7 +38,6 @@ from .acts import resolve_run as resolve_run
 from .acts import resolve_view as resolve_view
 from .acts import resume as resume
 from .acts import stop as stop
-from .acts import submit as submit
 from .claims import claim_for_resume as claim_for_resume
 from .claims import claim_queued as claim_queued
 from .errors import AmbiguousRun as AmbiguousRun
@@ -49,3 +48,4 @@ from .journal import state_json as state_json
 from .journal import storable as storable
 from .leases import live_worker_count as live_worker_count
 from .leases import mark_lost as mark_lost
+from .submit import submit as submit

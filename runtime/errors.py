@@ -25,10 +25,12 @@ class RunStoppedError(HITLDeferredError):
 
     def __init__(
         self, node: str, step: int, requested_by: str | None = None, *, now: bool = False, interrupted: bool = False,
-        partial: str | None = None, tokens: int = 0, cost: float = 0.0,
+        partial: str | None = None, tokens: int = 0, cost: float = 0.0, reason: str | None = None,
     ):
         super().__init__(node, step, f"stopped before {node} (requested by {requested_by or 'unknown'})")
         self.requested_by = requested_by
+        # Why a stop nobody typed was asked for (its budget: "cost 5.02 of max_cost 5.00").
+        self.reason = reason
         # A stop --now; `interrupted`: the node was interrupted in flight (it runs again from its start).
         self.now = now
         self.interrupted = interrupted

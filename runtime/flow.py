@@ -12,17 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from .agent_env import withheld
+from .budgets import Budget, BudgetError, from_mapping
 from .errors import FlowError
+from .quantities import parse_duration as parse_duration  # where flows' durations are read; said here too for the doors
 from .text import text_fault
 
 _CALL_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env", "stall_after"}
+_FLOW_KEYS = {"name", "description", "agents", "keep_workspaces", "env", "stall_after", "budget"}
 _AGENT_KEYS = {"name", "command", "call", "approve", "description", "env", "timeout", "retries"}
 # A variable's name, or a prefix of names written `PREFIX*` (see agent_env.py).
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
-# A duration: "90s", "10m", "1h30m", "500ms", "1.5h"; the parts largest first, each once.
-_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
-_DURATION_UNITS = (86400.0, 3600.0, 60.0, 1.0, 0.001)
 MAX_RETRIES = 100
 
 
@@ -52,6 +51,8 @@ class Flow:
     env: tuple[str, ...] = ()
     # No sign of work this long shows the run stalled (None: SWARMKIT_STALL_AFTER on its host).
     stall_after_s: float | None = None
+    # The limits its runs carry unless a run sets its own (runtime/budgets.py).
+    budget: Budget = Budget()
 
     @property
     def steps(self) -> int:
@@ -70,6 +71,13 @@ def _key_line(source: str, key: str) -> int | None:
     return None
 
 
+def _table_line(source: str, table: str) -> int | None:
+    for i, line in enumerate(source.splitlines()):
+        if re.match(rf"^\s*\[\s*{re.escape(table)}\s*\]", line):
+            return i + 1
+    return None
+
+
 def _env_list(value: Any, what: str) -> tuple[str, ...] | str:
     """The names of an `env` key, or what is wrong with it."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -80,22 +88,6 @@ def _env_list(value: Any, what: str) -> tuple[str, ...] | str:
         if withheld(name.rstrip("*")):
             return f"{what}: {name!r} is never passed to agents (the store's URL, PG* credentials and Swarmkit's own variables stay with the host)"
     return tuple(dict.fromkeys(value))
-
-
-def parse_duration(value: Any) -> float | None:
-    """Seconds in a duration written "90s", "10m", "1h30m", "500ms" (or a number of seconds); None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        m = _DURATION_RE.match(value.strip().lower())
-        if not value.strip() or m is None or not any(m.groups()):
-            return None
-        seconds = sum(float(g) * unit for g, unit in zip(m.groups(), _DURATION_UNITS, strict=True) if g)
-    else:
-        return None
-    return seconds if seconds > 0 and seconds < 10 * 365 * 86400 else None
 
 
 def parse_flow(source: str, path: str | None = None) -> Flow:
@@ -117,7 +109,7 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
 
     unknown = sorted(set(data) - _FLOW_KEYS)
     if unknown:
-        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env, stall_after and [[agents]])", _key_line(source, unknown[0]))
+        raise fail(f"unknown key {unknown[0]!r} (a flow has name, description, keep_workspaces, env, stall_after, [budget] and [[agents]])", _key_line(source, unknown[0]))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise fail('a flow needs a name: add  name = "my-flow"', _key_line(source, "name"))
@@ -186,7 +178,15 @@ def parse_flow(source: str, path: str | None = None) -> Flow:
         stall_after_s = parse_duration(stall_raw)
         if stall_after_s is None:
             raise fail(f'stall_after {stall_raw!r} is not a duration; write it like "90s", "10m" or "1h30m" (more than zero)', _key_line(source, "stall_after"))
-    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env, stall_after_s=stall_after_s)
+    budget_raw, budget = data.get("budget"), Budget()
+    if budget_raw is not None:
+        if not isinstance(budget_raw, dict):
+            raise fail("budget must be a table written [budget], with max_cost, max_tokens, max_wall, max_nodes or hard", _key_line(source, "budget"))
+        try:
+            budget = from_mapping(budget_raw, "[budget]")
+        except BudgetError as exc:
+            raise fail(str(exc), _table_line(source, "budget")) from None
+    return Flow(name=name.strip(), agents=tuple(agents), source=source, path=path, keep_workspaces=keep, env=flow_env, stall_after_s=stall_after_s, budget=budget)
 
 
 def load_flow(path: str | Path, *, check_calls: bool = True) -> Flow:

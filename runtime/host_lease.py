@@ -14,8 +14,9 @@ import logging
 import time
 
 from swarmkit.store import STORE_FAULTS, StoreReplaced
-from swarmkit.store.clock import boot_clock
+from swarmkit.store.clock import boot_clock, store_now
 from swarmkit.store.host_statements import HEARTBEAT, HEARTBEAT_USAGE
+from swarmkit.store.named import S
 
 from . import host_metrics
 from .agent_process import AgentProcess
@@ -100,8 +101,15 @@ class LeaseKeeping(HostParts):
             # waiting for the write lock does not shorten the lease.
             stamped[0] = time.monotonic()
             if delta == (0, 0.0):
-                return self.touch_flags(conn, HEARTBEAT, b_mono=boot_clock())
-            return self.touch_flags(conn, HEARTBEAT_USAGE, b_mono=boot_clock(), b_tokens=delta[0], b_cost=delta[1])
+                flags = self.touch_flags(conn, HEARTBEAT, b_mono=boot_clock())
+            else:
+                flags = self.touch_flags(conn, HEARTBEAT_USAGE, b_mono=boot_clock(), b_tokens=delta[0], b_cost=delta[1])
+            if flags.budget is not None:  # a hard budget is held to inside the node, as a stop --now
+                now = store_now()
+                flags, said = self._held_to_limits(conn, flags, self._entered_node, now, inside=True)
+                if said:
+                    conn.execute(S.INSERT_EVENTS, said)
+            return flags
 
         while not self._fenced:
             t0 = time.monotonic()

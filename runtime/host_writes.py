@@ -38,6 +38,14 @@ class Flags:
     cancel_keep: bool
     approved_step: int | None
     stop_now: bool | None = False
+    stop_reason: str | None = None
+    # What the run has spent (nodes finished: `step`) and its budget's JSON, for runtime/budgets.py.
+    tokens: int = 0
+    cost: float = 0.0
+    step: int = 0
+    ran_s: float | None = None
+    budget: str | None = None
+    stop_when: str | None = None
 
 
 async def read_flags(store: Store, job_id: str) -> Flags | None:

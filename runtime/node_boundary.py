@@ -11,6 +11,7 @@ is the stop state's to say (`stop_state.StopState`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -24,17 +25,54 @@ from swarmkit.store.statuses import RUNNING
 
 from . import host_metrics
 from .agents import Usage
+from .budgets import BUDGET, Spent, budget_of
 from .errors import FencedError, HITLDeferredError, NodeParked, RunCancelledError
 from .flow import Agent
 from .host_parts import HostParts
 from .host_writes import Flags, read_flags
+from .journal import audit_row
 from .steps import step_words
+from .stop_conditions import fired
 
 log = logging.getLogger("swarmkit.executor")
 
 
 class NodeBoundaries(HostParts):
     """The host's part at its run's boundaries: between nodes, and inside one."""
+
+    # When the node in flight was entered (monotonic), and which: its time is added to the run's ran_s, for max_wall.
+    _entered_mono: float | None = None
+    _entered_node: str | None = None
+
+    def _held_to_limits(
+        self, conn: Any, flags: Flags, node: str | None, now: Any, *, inside: bool = False, finished: str | None = None,
+    ) -> tuple[Flags, list[dict[str, Any]]]:
+        """A limit of the run's budget reached, or a stop set for later that holds, asks the stop in this
+        transaction (as the actor `budget`, or as whoever set it, with the reason); from there it is a stop
+        like any other. At the boundary before `node`, after `finished` (None: no node ran here). `inside`
+        (a heartbeat): only a hard budget, counting the node in flight's time, and as a stop --now. The flags
+        as they are now, and the event to write after the boundary's own."""
+        if (flags.budget is None and flags.stop_when is None) or flags.stop_requested_at is not None or flags.cancel_requested_at is not None:
+            return flags, []
+        budget = budget_of(flags.budget)
+        if inside and not budget.hard:
+            return flags, []
+        ran = (flags.ran_s or 0.0) + (time.monotonic() - self._entered_mono if inside and self._entered_mono is not None else 0.0)
+        spent = Spent(flags.cost or 0.0, flags.tokens or 0, ran, flags.step or 0)
+        actor, reason, left = BUDGET, budget.reached(spent), flags.stop_when
+        if reason is None and not inside and (hit := fired(flags.stop_when, spent, finished, node)) is not None:
+            actor, reason, left = hit[0].by, hit[1], hit[2]
+        if reason is None:
+            return flags, []
+        params = self._params(b_actor=actor, b_reason=reason, b_stop_now=inside, b_when=left)
+        params["b_now"] = now
+        if conn.execute(S.STOP_BY_HOST, params).rowcount != 1:
+            return flags, []
+        detail = {"node": node, "step": step_words(flags.step, self.flow.steps), "reason": reason, **({"now": True} if inside else {})}
+        conn.execute(S.INSERT_AUDIT, audit_row(actor, "run.stop_requested", self.job_id, detail, now))
+        what = f"stop --now requested by {actor}: {reason}; interrupting {node}" if inside else f"stop requested by {actor}: {reason}"
+        said = [dict(job_id=self.job_id, at=now, kind="run.stop_requested", node=node, step=flags.step, text=what)]
+        return dataclasses.replace(flags, stop_requested_at=now, stop_requested_by=actor, stop_reason=reason, stop_now=inside, stop_when=left), said
 
     def _set_control(self, path: Path | None) -> None:
         """The node in flight's control file ($SWARMKIT_CONTROL): written now, rewritten by each heartbeat."""
@@ -91,14 +129,18 @@ class NodeBoundaries(HostParts):
         """The boundary before the first node this host runs: no checkpoint to write, only the flags."""
 
         def tx(conn) -> Flags:
-            flags = self.touch_flags(conn, S.ENTER, b_node=agent.name)
+            now = store_now()
+            flags, said = self._held_to_limits(conn, self.touch_flags(conn, S.ENTER, b_node=agent.name), agent.name, now)
+            if said:
+                conn.execute(S.INSERT_EVENTS, said)
             if self._clear(flags, step, agent):
-                conn.execute(S.INSERT_EVENTS, [self._started_event(step, agent, store_now())])
+                conn.execute(S.INSERT_EVENTS, [self._started_event(step, agent, now)])
             return flags
 
         t0 = time.monotonic()
         flags = await self._retrying("the boundary check", lambda: self.store.run_write(tx, hot=True, here=True))
         host_metrics.BOUNDARY.observe(time.monotonic() - t0)
+        self._entered_mono, self._entered_node = time.monotonic(), agent.name
         self._decide(flags, step, agent)
 
     async def checkpoint_and_enter(self, step: int, agent: Agent, state_text: str, usage: Usage, nxt: Agent | None) -> None:
@@ -111,6 +153,7 @@ class NodeBoundaries(HostParts):
         # Taken under the lock: a heartbeat in flight has landed its part, or not begun.
         async with self._usage_lock:
             written = self._node_live.written if self._node_live is not None else (0, 0.0)
+        ran = time.monotonic() - self._entered_mono if self._entered_mono is not None else 0.0
 
         def tx(conn, batch: list[dict[str, Any]], retry: bool) -> Flags:
             now = store_now()
@@ -128,11 +171,14 @@ class NodeBoundaries(HostParts):
             # Heartbeats already put part of the node's usage on the row.
             flags = self.touch_flags(
                 conn, S.CHECKPOINT, b_step=step + 1, b_tokens=usage.tokens - written[0], b_cost=usage.cost - written[1],
-                b_node=nxt.name if nxt else agent.name,
+                b_node=nxt.name if nxt else agent.name, b_ran=ran,
             )
+            said: list[dict[str, Any]] = []
+            if nxt is not None:
+                flags, said = self._held_to_limits(conn, flags, nxt.name, now, finished=agent.name)
             conn.execute(S.INSERT_CHECKPOINT, dict(job_id=self.job_id, step=step + 1, node=agent.name, state=state_text, epoch=self.epoch, created_at=now))
             usage_text = f" ({usage.tokens} tokens, ${usage.cost:.4f})" if usage.tokens or usage.cost else ""
-            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step_words(step, self.flow.steps, agent.name, None)} done{usage_text}")]
+            rows = batch + [dict(job_id=self.job_id, at=now, kind="node.finished", node=agent.name, step=step, text=f"{step_words(step, self.flow.steps, agent.name, None)} done{usage_text}")] + said
             if nxt is not None and self._clear(flags, step + 1, nxt):
                 rows.append(self._started_event(step + 1, nxt, now))
             conn.execute(S.INSERT_EVENTS, rows)
@@ -156,5 +202,6 @@ class NodeBoundaries(HostParts):
                 self.sink.give_back(batch)
                 raise
         self._node_live = None
+        self._entered_mono, self._entered_node = time.monotonic(), nxt.name if nxt else None
         if nxt is not None:
             self._decide(flags, step + 1, nxt)

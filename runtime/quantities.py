@@ -22,6 +22,7 @@ from datetime import timedelta
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing (see swarmkit.cli.common)
 if TYPE_CHECKING:
     from datetime import timedelta
+    from typing import Any
 
 # The longest anything waits (a lease, a heartbeat, a poll, a grace): a year.
 YEAR_S = 365 * 86400.0
@@ -117,3 +118,24 @@ class Duration(Quantity):
         if total > MAX_DURATION_DAYS * 86400:
             raise BadValue(f"is more than a hundred years ({MAX_DURATION_DAYS}d)")
         return timedelta(seconds=total)
+
+
+# A duration: "90s", "10m", "1h30m", "500ms", "1.5h"; the parts largest first, each once.
+_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)d)?(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
+_DURATION_UNITS = (86400.0, 3600.0, 60.0, 1.0, 0.001)
+
+
+def parse_duration(value: Any) -> float | None:
+    """Seconds in a duration written "90s", "10m", "1h30m", "500ms" (or a number of seconds); None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        m = _DURATION_RE.match(value.strip().lower())
+        if not value.strip() or m is None or not any(m.groups()):
+            return None
+        seconds = sum(float(g) * unit for g, unit in zip(m.groups(), _DURATION_UNITS, strict=True) if g)
+    else:
+        return None
+    return seconds if seconds > 0 and seconds < 10 * 365 * 86400 else None

@@ -132,8 +132,10 @@ class RunEnds(HostParts):
                     assert isinstance(exc, RunStoppedError)
                     boundary = f"inside {step_words(exc.step, self.flow.steps, exc.node, None)}, at a boundary of its own"
                     await keep_partial(conn, self.job_id, exc.step, exc.partial)
+                # A stop nobody typed says why (its budget), in the event, the audit and the notification.
+                why = f" by {exc.requested_by}: {exc.reason}" if stopped and exc.reason else ""  # type: ignore[attr-defined]
                 if not parked:
-                    await record_notification(conn, self.job_id, f"run.{status}", flow=self.flow.name, text=f"{status} {boundary}", node=exc.node, step=exc.step, at=now)
+                    await record_notification(conn, self.job_id, f"run.{status}", flow=self.flow.name, text=f"{status} {boundary}{why}", node=exc.node, step=exc.step, at=now)
                 if stopped:
                     assert isinstance(exc, RunStoppedError)
                     actor = exc.requested_by or "unknown"
@@ -141,10 +143,12 @@ class RunEnds(HostParts):
                     if inside:
                         detail["inside"] = True
                     how = ""
+                    if exc.reason:
+                        detail["reason"] = exc.reason
                     if exc.now:
                         detail.update(now=True, interrupted=exc.node if exc.interrupted else None)
                         how = f" (stop --now: {exc.node} was interrupted and runs again from its start on resume)" if exc.interrupted else " (stop --now, taken at the boundary)"
-                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}{how}; requested by {actor}", node=exc.node, step=exc.step, at=now)
+                    await record_event(conn, self.job_id, "run.stopped", f"stopped {boundary}{how}; requested by {actor}{': ' + exc.reason if exc.reason else ''}", node=exc.node, step=exc.step, at=now)
                     await record_audit(conn, actor, "run.stopped", self.job_id, detail, at=now)
                 elif parked:
                     by = exc.parked_by  # type: ignore[attr-defined]

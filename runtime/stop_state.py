@@ -54,6 +54,8 @@ class StopState:
         self.now_by: str | None = None
         # Set by a worker shutting down: park at the next boundary, back to the queue.
         self.park_by: str | None = None
+        # Why the stop heard was asked for, where nobody typed it (its budget), else None.
+        self.reason: str | None = None
 
     def request_park(self, by: str) -> None:
         """The host is shutting down: at the next boundary the run goes back to the queue (not a person's stop)."""
@@ -73,10 +75,11 @@ class StopState:
             return RunCancelledError(self.job_id)
         if flags.stop_requested_at is not None and self.stopped_by is None:
             self.stopped_by = flags.stop_requested_by or "unknown"
+            self.reason = self.reason or flags.stop_reason
             if self.now_by is None:  # a stop --now was measured when the heartbeat heard it
                 _reaction(flags)
         if self.stopped_by is not None:
-            return RunStoppedError(agent.name, step, self.stopped_by, now=bool(flags.stop_now) or self.now_by is not None)
+            return RunStoppedError(agent.name, step, self.stopped_by, now=bool(flags.stop_now) or self.now_by is not None, reason=self.reason)
         if self.park_by is not None:
             return RunParkedError(agent.name, step, self.park_by)
         if agent.approve and flags.approved_step != step:
@@ -101,6 +104,7 @@ class StopState:
             return True
         if flags.stop_requested_at is not None and flags.stop_now and self.now_by is None:
             self.now_by = flags.stop_requested_by or "unknown"
+            self.reason = self.reason or flags.stop_reason
             _reaction(flags)
             return True
         return False
@@ -116,7 +120,7 @@ class StopState:
             return RunCancelledError(self.job_id)
         if self.now_by is not None:
             self.stopped_by = self.stopped_by or self.now_by
-            return RunStoppedError(agent.name, step, self.stopped_by, now=True, interrupted=True)
+            return RunStoppedError(agent.name, step, self.stopped_by, now=True, interrupted=True, reason=self.reason)
         return None
 
     def control(self) -> dict[str, Any]:
@@ -150,5 +154,6 @@ class StopState:
             return AgentFailed(f"{agent.name}: parked with a partial state that JSON cannot hold ({type(exc).__name__}: {str(exc)[:200]})")
         if self.stopped_by is None:
             self.stopped_by = flags.stop_requested_by or "unknown"
+            self.reason = self.reason or flags.stop_reason
             _reaction(flags)
-        return RunStoppedError(agent.name, step, self.stopped_by, now=bool(flags.stop_now), partial=partial, tokens=parked.tokens, cost=parked.cost)
+        return RunStoppedError(agent.name, step, self.stopped_by, now=bool(flags.stop_now), partial=partial, tokens=parked.tokens, cost=parked.cost, reason=self.reason)

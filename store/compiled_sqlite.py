@@ -20,7 +20,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                  'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                  'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                 'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                 'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, '
+                 'jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                  'FROM jobs \n'
                  'WHERE jobs.status IN (__[POSTCOMPILE_status_1]) ORDER BY jobs.created_at DESC',
                  {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
@@ -60,7 +61,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                   'stop_now',
                   'stall_at',
                   'stop_overdue_at',
-                  'lease_s'),
+                  'lease_s',
+                  'budget',
+                  'ran_s',
+                  'stop_reason',
+                  'stop_when'),
                  (None,
                   None,
                   None,
@@ -96,6 +101,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                   'bool',
                   'datetime',
                   'datetime',
+                  None,
+                  None,
+                  None,
+                  None,
                   None)),
  'ACTIVE_JOBS_NEWEST': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                         'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -104,7 +113,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                         'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, jobs.steps, '
                         'jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                         'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at AS '
-                        'stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                        'stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+                        'jobs.stop_when \n'
                         'FROM jobs \n'
                         'WHERE jobs.status IN (__[POSTCOMPILE_status_1]) ORDER BY jobs.created_at DESC\n'
                         ' LIMIT :b_limit OFFSET :param_1',
@@ -145,7 +155,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'stop_now',
                          'stall_at',
                          'stop_overdue_at',
-                         'lease_s'),
+                         'lease_s',
+                         'budget',
+                         'ran_s',
+                         'stop_reason',
+                         'stop_when'),
                         (None,
                          None,
                          None,
@@ -181,6 +195,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'bool',
                          'datetime',
                          'datetime',
+                         None,
+                         None,
+                         None,
+                         None,
                          None)),
  'ACTIVE_KEYS': ('SELECT jobs.id, jobs.updated_at AS updated_at \nFROM jobs \nWHERE jobs.status IN (__[POSTCOMPILE_status_1])',
                  {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
@@ -196,8 +214,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
  'ALEMBIC_VERSION': ('SELECT alembic_version.version_num \nFROM alembic_version', {}, {}, ('version_num',), (None,)),
  'APPROVE': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:ended_at, stop_requested_at=:stop_requested_at, '
              'stop_requested_by=:stop_requested_by, error=:error, pending_gate=:pending_gate, approved_step=:b_step, stop_now=:stop_now, '
-             'stall_at=:stall_at, stop_overdue_at=:stop_overdue_at WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = '
-             ':status_1',
+             'stall_at=:stall_at, stop_overdue_at=:stop_overdue_at, budget=:b_budget, stop_reason=:stop_reason WHERE jobs.id = :b_id AND '
+             'jobs.epoch = :b_epoch AND jobs.status = :status_1',
              {'ended_at': None,
               'error': None,
               'pending_gate': None,
@@ -206,6 +224,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'status_1': 'deferred',
               'stop_now': False,
               'stop_overdue_at': None,
+              'stop_reason': None,
               'stop_requested_at': None,
               'stop_requested_by': None},
              {'b_at': 'datetime',
@@ -229,7 +248,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                    'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                    'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                    'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                   'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                   'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, '
+                   'jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                    'FROM jobs \n'
                    'WHERE jobs.updated_at > :b_after ORDER BY jobs.updated_at',
                    {},
@@ -269,7 +289,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'stop_now',
                     'stall_at',
                     'stop_overdue_at',
-                    'lease_s'),
+                    'lease_s',
+                    'budget',
+                    'ran_s',
+                    'stop_reason',
+                    'stop_when'),
                    (None,
                     None,
                     None,
@@ -305,6 +329,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'bool',
                     'datetime',
                     'datetime',
+                    None,
+                    None,
+                    None,
+                    None,
                     None)),
  'CHANGE_MARKER': ('SELECT (SELECT max(jobs.updated_at) AS max_1 \n'
                    'FROM jobs) AS anon_1, (SELECT count(*) AS count_1 \n'
@@ -326,11 +354,12 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           ('anon_1', 'anon_2', 'anon_3'),
                           ('datetime', None, None)),
  'CHECKPOINT': ('UPDATE jobs SET updated_at=:b_now, last_event_at=:b_now, current_node=:b_node, step=:b_step, tokens=(jobs.tokens + '
-                ':b_tokens), cost=(jobs.cost + :b_cost), node_started_at=:b_now, stall_at=:b_stall_at WHERE jobs.id = :b_id AND jobs.epoch '
-                '= :b_epoch AND jobs.status = :status_1 RETURNING status, epoch, stop_requested_at, stop_requested_by, '
-                'cancel_requested_at, cancel_requested_by, cancel_keep, approved_step, stop_now',
-                {'status_1': 'running'},
-                {'b_cost': 'float', 'b_now': 'datetime', 'b_stall_at': 'datetime'},
+                ':b_tokens), cost=(jobs.cost + :b_cost), node_started_at=:b_now, stall_at=:b_stall_at, ran_s=(coalesce(jobs.ran_s, '
+                ':coalesce_1) + :b_ran) WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :status_1 RETURNING status, '
+                'epoch, stop_requested_at, stop_requested_by, cancel_requested_at, cancel_requested_by, cancel_keep, approved_step, '
+                'stop_now, stop_reason, tokens, cost, step, ran_s, budget, stop_when',
+                {'coalesce_1': 0.0, 'status_1': 'running'},
+                {'b_cost': 'float', 'b_now': 'datetime', 'b_ran': 'float', 'b_stall_at': 'datetime', 'coalesce_1': 'float'},
                 ('status',
                  'epoch',
                  'stop_requested_at',
@@ -339,8 +368,15 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'cancel_requested_by',
                  'cancel_keep',
                  'approved_step',
-                 'stop_now'),
-                (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool')),
+                 'stop_now',
+                 'stop_reason',
+                 'tokens',
+                 'cost',
+                 'step',
+                 'ran_s',
+                 'budget',
+                 'stop_when'),
+                (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool', None, None, None, None, None, None, None)),
  'CHECKPOINT_DONE': ('SELECT checkpoints.epoch \nFROM checkpoints \nWHERE checkpoints.job_id = :b_id AND checkpoints.step = :b_step',
                      {},
                      {},
@@ -360,7 +396,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                 'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                 'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                 'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, '
-                'jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                'jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, '
+                'jobs.stop_reason, jobs.stop_when \n'
                 'FROM jobs \n'
                 'WHERE (jobs.status NOT IN (__[POSTCOMPILE_status_1])) ORDER BY jobs.updated_at DESC\n'
                 ' LIMIT :b_limit OFFSET :param_1',
@@ -401,7 +438,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'stop_now',
                  'stall_at',
                  'stop_overdue_at',
-                 'lease_s'),
+                 'lease_s',
+                 'budget',
+                 'ran_s',
+                 'stop_reason',
+                 'stop_when'),
                 (None,
                  None,
                  None,
@@ -437,6 +478,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  'bool',
                  'datetime',
                  'datetime',
+                 None,
+                 None,
+                 None,
+                 None,
                  None)),
  'ENDED_KEYS': ('SELECT jobs.id, jobs.updated_at AS updated_at \n'
                 'FROM jobs \n'
@@ -458,7 +503,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                  ()),
  'ENTER': ('UPDATE jobs SET updated_at=:b_now, last_event_at=:b_now, current_node=:b_node, node_started_at=:b_now, stall_at=:b_stall_at '
            'WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :status_1 RETURNING status, epoch, stop_requested_at, '
-           'stop_requested_by, cancel_requested_at, cancel_requested_by, cancel_keep, approved_step, stop_now',
+           'stop_requested_by, cancel_requested_at, cancel_requested_by, cancel_keep, approved_step, stop_now, stop_reason, tokens, cost, '
+           'step, ran_s, budget, stop_when',
            {'status_1': 'running'},
            {'b_now': 'datetime', 'b_stall_at': 'datetime'},
            ('status',
@@ -469,10 +515,18 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
             'cancel_requested_by',
             'cancel_keep',
             'approved_step',
-            'stop_now'),
-           (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool')),
+            'stop_now',
+            'stop_reason',
+            'tokens',
+            'cost',
+            'step',
+            'ran_s',
+            'budget',
+            'stop_when'),
+           (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool', None, None, None, None, None, None, None)),
  'FLAGS': ('SELECT jobs.status, jobs.epoch, jobs.stop_requested_at, jobs.stop_requested_by, jobs.cancel_requested_at, '
-           'jobs.cancel_requested_by, jobs.cancel_keep, jobs.approved_step, jobs.stop_now \n'
+           'jobs.cancel_requested_by, jobs.cancel_keep, jobs.approved_step, jobs.stop_now, jobs.stop_reason, jobs.tokens, jobs.cost, '
+           'jobs.step, jobs.ran_s, jobs.budget, jobs.stop_when \n'
            'FROM jobs \n'
            'WHERE jobs.id = :b_id',
            {},
@@ -485,8 +539,15 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
             'cancel_requested_by',
             'cancel_keep',
             'approved_step',
-            'stop_now'),
-           (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool')),
+            'stop_now',
+            'stop_reason',
+            'tokens',
+            'cost',
+            'step',
+            'ran_s',
+            'budget',
+            'stop_when'),
+           (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool', None, None, None, None, None, None, None)),
  'FLOW_MODULES': ('SELECT jobs.flow_modules \nFROM jobs \nWHERE jobs.id = :b_id', {}, {}, ('flow_modules',), (None,)),
  'FLOW_RECENT': ('SELECT jobs.id \n'
                  'FROM jobs \n'
@@ -502,7 +563,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
              'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, '
              'jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, '
              'jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, '
-             'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+             'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+             'jobs.stop_when \n'
              'FROM jobs \n'
              'WHERE jobs.id = :b_id',
              {},
@@ -542,7 +604,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'stop_now',
               'stall_at',
               'stop_overdue_at',
-              'lease_s'),
+              'lease_s',
+              'budget',
+              'ran_s',
+              'stop_reason',
+              'stop_when'),
              (None,
               None,
               None,
@@ -578,6 +644,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'bool',
               'datetime',
               'datetime',
+              None,
+              None,
+              None,
+              None,
               None)),
  'GET_JOBS': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
               'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
@@ -585,7 +655,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
               'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, '
               'jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, '
               'jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, '
-              'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+              'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, '
+              'jobs.stop_reason, jobs.stop_when \n'
               'FROM jobs \n'
               'WHERE jobs.id IN (__[POSTCOMPILE_b_ids])',
               {},
@@ -625,7 +696,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                'stop_now',
                'stall_at',
                'stop_overdue_at',
-               'lease_s'),
+               'lease_s',
+               'budget',
+               'ran_s',
+               'stop_reason',
+               'stop_when'),
               (None,
                None,
                None,
@@ -661,10 +736,14 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                'bool',
                'datetime',
                'datetime',
+               None,
+               None,
+               None,
+               None,
                None)),
  'HEARTBEAT': ('UPDATE jobs SET heartbeat_at=:b_now, heartbeat_mono=:b_mono WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND '
                'jobs.status = :status_1 RETURNING status, epoch, stop_requested_at, stop_requested_by, cancel_requested_at, '
-               'cancel_requested_by, cancel_keep, approved_step, stop_now',
+               'cancel_requested_by, cancel_keep, approved_step, stop_now, stop_reason, tokens, cost, step, ran_s, budget, stop_when',
                {'status_1': 'running'},
                {'b_mono': 'float', 'b_now': 'datetime'},
                ('status',
@@ -675,12 +754,19 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                 'cancel_requested_by',
                 'cancel_keep',
                 'approved_step',
-                'stop_now'),
-               (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool')),
+                'stop_now',
+                'stop_reason',
+                'tokens',
+                'cost',
+                'step',
+                'ran_s',
+                'budget',
+                'stop_when'),
+               (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool', None, None, None, None, None, None, None)),
  'HEARTBEAT_USAGE': ('UPDATE jobs SET heartbeat_at=:b_now, last_event_at=:b_now, tokens=(jobs.tokens + :b_tokens), cost=(jobs.cost + '
                      ':b_cost), heartbeat_mono=:b_mono, stall_at=:b_stall_at WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND '
                      'jobs.status = :status_1 RETURNING status, epoch, stop_requested_at, stop_requested_by, cancel_requested_at, '
-                     'cancel_requested_by, cancel_keep, approved_step, stop_now',
+                     'cancel_requested_by, cancel_keep, approved_step, stop_now, stop_reason, tokens, cost, step, ran_s, budget, stop_when',
                      {'status_1': 'running'},
                      {'b_cost': 'float', 'b_mono': 'float', 'b_now': 'datetime', 'b_stall_at': 'datetime'},
                      ('status',
@@ -691,8 +777,15 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                       'cancel_requested_by',
                       'cancel_keep',
                       'approved_step',
-                      'stop_now'),
-                     (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool')),
+                      'stop_now',
+                      'stop_reason',
+                      'tokens',
+                      'cost',
+                      'step',
+                      'ran_s',
+                      'budget',
+                      'stop_when'),
+                     (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool', None, None, None, None, None, None, None)),
  'INSERT_AUDIT': ('INSERT INTO audit (at, actor, action, job_id, detail) VALUES (:b_at, :b_actor, :b_action, :b_job_id, :b_detail)',
                   {},
                   {'b_at': 'datetime'},
@@ -726,7 +819,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                     'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                     'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                    'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                    'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, '
+                    'jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                     'FROM jobs \n'
                     'WHERE jobs.id LIKE :b_pattern ORDER BY jobs.created_at DESC\n'
                     ' LIMIT :b_limit OFFSET :param_1',
@@ -767,7 +861,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'stop_now',
                      'stall_at',
                      'stop_overdue_at',
-                     'lease_s'),
+                     'lease_s',
+                     'budget',
+                     'ran_s',
+                     'stop_reason',
+                     'stop_when'),
                     (None,
                      None,
                      None,
@@ -803,6 +901,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'bool',
                      'datetime',
                      'datetime',
+                     None,
+                     None,
+                     None,
+                     None,
                      None)),
  'JOBS_PAGE': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
                'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
@@ -810,7 +912,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, '
                'jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, '
                'jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, '
-               'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+               'jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, '
+               'jobs.stop_reason, jobs.stop_when \n'
                'FROM jobs ORDER BY jobs.created_at DESC, jobs.id DESC\n'
                ' LIMIT :b_limit OFFSET :param_1',
                {'param_1': 0},
@@ -850,7 +953,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                 'stop_now',
                 'stall_at',
                 'stop_overdue_at',
-                'lease_s'),
+                'lease_s',
+                'budget',
+                'ran_s',
+                'stop_reason',
+                'stop_when'),
                (None,
                 None,
                 None,
@@ -886,6 +993,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                 'bool',
                 'datetime',
                 'datetime',
+                None,
+                None,
+                None,
+                None,
                 None)),
  'JOBS_PAGE_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                      'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -894,7 +1005,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, '
                      'jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, '
                      'jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, '
-                     'jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                     'jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                      'FROM jobs \n'
                      'WHERE jobs.created_at < :b_at OR jobs.created_at = :b_at AND jobs.id < :b_cursor ORDER BY jobs.created_at DESC, '
                      'jobs.id DESC\n'
@@ -936,7 +1047,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                       'stop_now',
                       'stall_at',
                       'stop_overdue_at',
-                      'lease_s'),
+                      'lease_s',
+                      'budget',
+                      'ran_s',
+                      'stop_reason',
+                      'stop_when'),
                      (None,
                       None,
                       None,
@@ -972,6 +1087,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                       'bool',
                       'datetime',
                       'datetime',
+                      None,
+                      None,
+                      None,
+                      None,
                       None)),
  'JOBS_PAGE_FLOW': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS created_at, '
                     'jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, jobs.stop_requested_at AS '
@@ -979,7 +1098,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     'jobs.cancel_keep, jobs.epoch, jobs.host, jobs.pid, jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS '
                     'last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, '
                     'jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS '
-                    'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                    'node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, '
+                    'jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                     'FROM jobs \n'
                     'WHERE jobs.flow = :b_flow ORDER BY jobs.created_at DESC, jobs.id DESC\n'
                     ' LIMIT :b_limit OFFSET :param_1',
@@ -1020,7 +1140,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'stop_now',
                      'stall_at',
                      'stop_overdue_at',
-                     'lease_s'),
+                     'lease_s',
+                     'budget',
+                     'ran_s',
+                     'stop_reason',
+                     'stop_when'),
                     (None,
                      None,
                      None,
@@ -1056,6 +1180,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                      'bool',
                      'datetime',
                      'datetime',
+                     None,
+                     None,
+                     None,
+                     None,
                      None)),
  'JOBS_PAGE_FLOW_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                           'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1064,7 +1192,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                           'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                           'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
-                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+                          'jobs.stop_when \n'
                           'FROM jobs \n'
                           'WHERE jobs.flow = :b_flow AND (jobs.created_at < :b_at OR jobs.created_at = :b_at AND jobs.id < :b_cursor) '
                           'ORDER BY jobs.created_at DESC, jobs.id DESC\n'
@@ -1106,7 +1235,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'stop_now',
                            'stall_at',
                            'stop_overdue_at',
-                           'lease_s'),
+                           'lease_s',
+                           'budget',
+                           'ran_s',
+                           'stop_reason',
+                           'stop_when'),
                           (None,
                            None,
                            None,
@@ -1142,6 +1275,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'bool',
                            'datetime',
                            'datetime',
+                           None,
+                           None,
+                           None,
+                           None,
                            None)),
  'JOBS_PAGE_STATUS': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                       'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1150,7 +1287,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                       'AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, jobs.steps, jobs.tokens, '
                       'jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, jobs.heartbeat_mono, '
                       'jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at AS stall_at, '
-                      'jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                      'jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                       'FROM jobs \n'
                       'WHERE jobs.status = :b_status ORDER BY jobs.created_at DESC, jobs.id DESC\n'
                       ' LIMIT :b_limit OFFSET :param_1',
@@ -1191,7 +1328,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                        'stop_now',
                        'stall_at',
                        'stop_overdue_at',
-                       'lease_s'),
+                       'lease_s',
+                       'budget',
+                       'ran_s',
+                       'stop_reason',
+                       'stop_when'),
                       (None,
                        None,
                        None,
@@ -1227,6 +1368,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                        'bool',
                        'datetime',
                        'datetime',
+                       None,
+                       None,
+                       None,
+                       None,
                        None)),
  'JOBS_PAGE_STATUS_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                             'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1235,7 +1380,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                             'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                             'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                             'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
-                            'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                            'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, '
+                            'jobs.stop_reason, jobs.stop_when \n'
                             'FROM jobs \n'
                             'WHERE jobs.status = :b_status AND (jobs.created_at < :b_at OR jobs.created_at = :b_at AND jobs.id < '
                             ':b_cursor) ORDER BY jobs.created_at DESC, jobs.id DESC\n'
@@ -1277,7 +1423,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                              'stop_now',
                              'stall_at',
                              'stop_overdue_at',
-                             'lease_s'),
+                             'lease_s',
+                             'budget',
+                             'ran_s',
+                             'stop_reason',
+                             'stop_when'),
                             (None,
                              None,
                              None,
@@ -1313,6 +1463,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                              'bool',
                              'datetime',
                              'datetime',
+                             None,
+                             None,
+                             None,
+                             None,
                              None)),
  'JOBS_PAGE_STATUS_FLOW': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                            'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1321,7 +1475,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                            'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                            'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
-                           'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                           'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+                           'jobs.stop_when \n'
                            'FROM jobs \n'
                            'WHERE jobs.status = :b_status AND jobs.flow = :b_flow ORDER BY jobs.created_at DESC, jobs.id DESC\n'
                            ' LIMIT :b_limit OFFSET :param_1',
@@ -1362,7 +1517,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                             'stop_now',
                             'stall_at',
                             'stop_overdue_at',
-                            'lease_s'),
+                            'lease_s',
+                            'budget',
+                            'ran_s',
+                            'stop_reason',
+                            'stop_when'),
                            (None,
                             None,
                             None,
@@ -1398,6 +1557,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                             'bool',
                             'datetime',
                             'datetime',
+                            None,
+                            None,
+                            None,
+                            None,
                             None)),
  'JOBS_PAGE_STATUS_FLOW_AFTER': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at '
                                  'AS created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1406,7 +1569,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                                  'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                                  'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, '
                                  'jobs.workspace_root, jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, '
-                                 'jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                                 'jobs.stop_now, jobs.stall_at AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, '
+                                 'jobs.budget, jobs.ran_s, jobs.stop_reason, jobs.stop_when \n'
                                  'FROM jobs \n'
                                  'WHERE jobs.status = :b_status AND jobs.flow = :b_flow AND (jobs.created_at < :b_at OR jobs.created_at = '
                                  ':b_at AND jobs.id < :b_cursor) ORDER BY jobs.created_at DESC, jobs.id DESC\n'
@@ -1448,7 +1612,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                                   'stop_now',
                                   'stall_at',
                                   'stop_overdue_at',
-                                  'lease_s'),
+                                  'lease_s',
+                                  'budget',
+                                  'ran_s',
+                                  'stop_reason',
+                                  'stop_when'),
                                  (None,
                                   None,
                                   None,
@@ -1484,6 +1652,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                                   'bool',
                                   'datetime',
                                   'datetime',
+                                  None,
+                                  None,
+                                  None,
+                                  None,
                                   None)),
  'JOB_AND_WORKSPACES': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                         'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1492,7 +1664,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                         'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, jobs.steps, '
                         'jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                         'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at AS '
-                        'stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, workspaces.path, workspaces.state \n'
+                        'stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+                        'jobs.stop_when, workspaces.path, workspaces.state \n'
                         'FROM jobs LEFT OUTER JOIN workspaces ON workspaces.job_id = jobs.id \n'
                         'WHERE jobs.id = :b_id ORDER BY workspaces.id',
                         {},
@@ -1533,6 +1706,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'stall_at',
                          'stop_overdue_at',
                          'lease_s',
+                         'budget',
+                         'ran_s',
+                         'stop_reason',
+                         'stop_when',
                          'path',
                          'state'),
                         (None,
@@ -1570,6 +1747,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                          'bool',
                          'datetime',
                          'datetime',
+                         None,
+                         None,
+                         None,
+                         None,
                          None,
                          None,
                          None)),
@@ -1652,7 +1833,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                     ()),
  'RESUME': ('UPDATE jobs SET status=:status, updated_at=:b_at, ended_at=:ended_at, stop_requested_at=:stop_requested_at, '
             'stop_requested_by=:stop_requested_by, error=:error, pending_gate=:pending_gate, stop_now=:stop_now, stall_at=:stall_at, '
-            'stop_overdue_at=:stop_overdue_at WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :b_status',
+            'stop_overdue_at=:stop_overdue_at, budget=:b_budget, stop_reason=:stop_reason WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch '
+            'AND jobs.status = :b_status',
             {'ended_at': None,
              'error': None,
              'pending_gate': None,
@@ -1660,6 +1842,7 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
              'status': 'queued',
              'stop_now': False,
              'stop_overdue_at': None,
+             'stop_reason': None,
              'stop_requested_at': None,
              'stop_requested_by': None},
             {'b_at': 'datetime',
@@ -1677,7 +1860,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                           'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                           'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
-                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+                          'jobs.stop_when \n'
                           'FROM jobs \n'
                           'WHERE jobs.id IN (__[POSTCOMPILE_b_ids]) AND jobs.last_event_at > :b_since',
                           {},
@@ -1717,7 +1901,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'stop_now',
                            'stall_at',
                            'stop_overdue_at',
-                           'lease_s'),
+                           'lease_s',
+                           'budget',
+                           'ran_s',
+                           'stop_reason',
+                           'stop_when'),
                           (None,
                            None,
                            None,
@@ -1753,6 +1941,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'bool',
                            'datetime',
                            'datetime',
+                           None,
+                           None,
+                           None,
+                           None,
                            None)),
  'RUNNING_ACTIVE_SINCE': ('SELECT jobs.id, jobs.flow, jobs.flow_path, jobs.flow_source, jobs.inputs, jobs.status, jobs.created_at AS '
                           'created_at, jobs.updated_at AS updated_at, jobs.started_at AS started_at, jobs.ended_at AS ended_at, '
@@ -1761,7 +1953,8 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                           'jobs.heartbeat_at AS heartbeat_at, jobs.last_event_at AS last_event_at, jobs.current_node, jobs.step, '
                           'jobs.steps, jobs.tokens, jobs.cost, jobs.error, jobs.pending_gate, jobs.approved_step, jobs.workspace_root, '
                           'jobs.heartbeat_mono, jobs.flow_modules, jobs.node_started_at AS node_started_at, jobs.stop_now, jobs.stall_at '
-                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s \n'
+                          'AS stall_at, jobs.stop_overdue_at AS stop_overdue_at, jobs.lease_s, jobs.budget, jobs.ran_s, jobs.stop_reason, '
+                          'jobs.stop_when \n'
                           'FROM jobs \n'
                           'WHERE jobs.status = :status_1 AND jobs.last_event_at > :b_since',
                           {'status_1': 'running'},
@@ -1801,7 +1994,11 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'stop_now',
                            'stall_at',
                            'stop_overdue_at',
-                           'lease_s'),
+                           'lease_s',
+                           'budget',
+                           'ran_s',
+                           'stop_reason',
+                           'stop_when'),
                           (None,
                            None,
                            None,
@@ -1837,6 +2034,10 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                            'bool',
                            'datetime',
                            'datetime',
+                           None,
+                           None,
+                           None,
+                           None,
                            None)),
  'RUNNING_COST': ('SELECT coalesce(sum(jobs.cost), :coalesce_2) AS coalesce_1 \nFROM jobs \nWHERE jobs.status = :status_1',
                   {'coalesce_2': 0.0, 'status_1': 'running'},
@@ -1850,6 +2051,12 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                             {},
                             ('job_id',),
                             (None,)),
+ 'SET_STOP_WHEN': ('UPDATE jobs SET updated_at=:b_at, stop_when=:b_when WHERE jobs.id = :b_id AND jobs.status IN '
+                   '(__[POSTCOMPILE_status_1]) AND jobs.stop_when IS :b_old',
+                   {'status_1': ['deferred', 'lost', 'queued', 'running', 'stopped']},
+                   {'b_at': 'datetime'},
+                   (),
+                   ()),
  'SET_WORKSPACE_STATE': ('UPDATE workspaces SET state=:b_state, updated_at=:b_at WHERE workspaces.id = :b_id',
                          {},
                          {'b_at': 'datetime'},
@@ -1917,6 +2124,13 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
                    {'b_cutoff': 'datetime', 'b_now': 'datetime'},
                    ('anon_1', 'anon_2'),
                    (None, None)),
+ 'STOP_BY_HOST': ('UPDATE jobs SET updated_at=:b_now, stop_requested_at=:b_now, stop_requested_by=:b_actor, stop_now=:b_stop_now, '
+                  'stop_reason=:b_reason, stop_when=:b_when WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :status_1 '
+                  'AND jobs.stop_requested_at IS NULL AND jobs.cancel_requested_at IS NULL',
+                  {'status_1': 'running'},
+                  {'b_now': 'datetime', 'b_stop_now': 'bool'},
+                  (),
+                  ()),
  'STOP_QUEUED': ('UPDATE jobs SET status=:status, updated_at=:b_at, stop_requested_at=:b_at, stop_requested_by=:b_actor, '
                  'stop_now=:stop_now WHERE jobs.id = :b_id AND jobs.epoch = :b_epoch AND jobs.status = :status_1',
                  {'status': 'stopped', 'status_1': 'queued', 'stop_now': False},

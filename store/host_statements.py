@@ -12,7 +12,7 @@ store/statements.py: on SQLite a host's boundary runs them with sqlite3 on the e
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Float, bindparam, insert, select, update
+from sqlalchemy import BigInteger, Float, bindparam, func, insert, select, update
 
 from .models import RUNNING, UTCDateTime, checkpoints, events, jobs
 
@@ -27,6 +27,14 @@ FLAG_COLS = (
     jobs.c.cancel_keep,
     jobs.c.approved_step,
     jobs.c.stop_now,
+    # What a budget is held to at a boundary (runtime/budgets.py), and why a stop was asked for.
+    jobs.c.stop_reason,
+    jobs.c.tokens,
+    jobs.c.cost,
+    jobs.c.step,
+    jobs.c.ran_s,
+    jobs.c.budget,
+    jobs.c.stop_when,
 )
 
 
@@ -59,6 +67,8 @@ CHECKPOINT = (
     .where(*MINE)
     .values(
         step=bindparam("b_step"),
+        # The node's time, for max_wall; NULL (a row an older host ran) counts from nothing.
+        ran_s=func.coalesce(jobs.c.ran_s, 0.0) + bindparam("b_ran", type_=Float()),
         tokens=jobs.c.tokens + bindparam("b_tokens", type_=BigInteger()),
         cost=jobs.c.cost + bindparam("b_cost", type_=Float()),
         current_node=bindparam("b_node"),
@@ -68,6 +78,16 @@ CHECKPOINT = (
         stall_at=_STALL_AT,
     )
     .returning(*FLAG_COLS)
+)
+# The host asks its own run to stop (a limit of its budget reached, a stop set for later holds): once, as a
+# person's stop would be asked; the stops set for later as they are left (one that fired is taken off).
+STOP_BY_HOST = (
+    update(jobs)
+    .where(*MINE, jobs.c.stop_requested_at.is_(None), jobs.c.cancel_requested_at.is_(None))
+    .values(
+        stop_requested_at=_NOW, stop_requested_by=bindparam("b_actor"), stop_reason=bindparam("b_reason"), stop_now=bindparam("b_stop_now"),
+        stop_when=bindparam("b_when"), updated_at=_NOW,
+    )
 )
 CHECKPOINT_DONE = select(checkpoints.c.epoch).where(checkpoints.c.job_id == bindparam("b_id"), checkpoints.c.step == bindparam("b_step"))
 # Rows as dicts of column values (executemany for a batch of events); the columns named, so that the

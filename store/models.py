@@ -132,6 +132,14 @@ jobs = Table(
     # The lease of the host that claimed the run, in seconds (migration 0006): no judge marks the run
     # lost before it has lapsed, whatever the judge's own lease. NULL (an older host): the judge's.
     _col("lease_s", Float, null=True),
+    # The run's limits (migration 0009, runtime/budgets.py): JSON text, NULL for none.
+    _col("budget", Text, null=True),
+    # The time its agents ran, summed over its hosts: what max_wall is held to. NULL (an older host): 0.
+    _col("ran_s", Float, null=True),
+    # Why a stop nobody typed was asked for ("cost 5.02 of max_cost 5.00"); cleared with the stop.
+    _col("stop_reason", Text, null=True),
+    # The stops set for later (stop --when, --after, --before; runtime/stop_conditions.py): JSON text, NULL for none.
+    _col("stop_when", Text, null=True),
     # The lost-run check of every worker and console (migration 0002).
     Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
     # A flow's newest runs, for a node's usual duration (migration 0004).

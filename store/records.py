@@ -22,7 +22,7 @@ OVERDUE = "stop overdue"
 # The version of the run list's JSON shape (runtime/schemas/run_list.schema.json).
 RUN_LIST_SCHEMA = 1
 # jobs columns that hold JSON text: in JSON output they are the objects they hold.
-_JSON_COLUMNS = ("inputs", "flow_modules")
+_JSON_COLUMNS = ("inputs", "flow_modules", "budget", "stop_when")
 
 
 def rfc3339(at: datetime) -> str:
@@ -83,6 +83,11 @@ class JobRecord:
     stall_at: datetime | None
     stop_overdue_at: datetime | None
     lease_s: float | None  # the lease of the host that claimed it (None: an older host's row)
+    # Migration 0009's (issue 32), None by default: a record made by hand (a test, a demo) need not say them.
+    budget: str | None = None  # its limits, JSON (runtime/budgets.py); None: none
+    ran_s: float | None = None  # the time its agents ran, summed over its hosts (None: an older host's row, 0)
+    stop_reason: str | None = None  # why a stop nobody typed at that moment was asked for (its budget, a stop set for later)
+    stop_when: str | None = None  # the stops set for later, JSON (runtime/stop_conditions.py); None: none
 
     @property
     def short_id(self) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import Boolean, DateTime, Float, Select, TypeDecorator, and_, bindparam, column, func, insert, or_, select, table, text, type_coerce, union_all, update
+from sqlalchemy import Boolean, DateTime, Float, Select, Text, TypeDecorator, and_, bindparam, column, func, insert, or_, select, table, text, type_coerce, union_all, update
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.sql.base import Executable
 
@@ -291,10 +291,11 @@ STOP_RUNNING_NOW = (
 
 # What a resume clears, whoever resumes: a worker's queue here, `run --resume` (resumed_values).
 RESUME_CLEARS: dict[str, object] = dict(
-    stop_requested_at=None, stop_requested_by=None, stop_now=False, stop_overdue_at=None,
+    stop_requested_at=None, stop_requested_by=None, stop_now=False, stop_overdue_at=None, stop_reason=None,
     stall_at=None, pending_gate=None, ended_at=None, error=None,
 )
-_REQUEUED: dict[str, object] = dict(RESUME_CLEARS, status=QUEUED, updated_at=bindparam("b_at"))
+# The budget as the resume leaves it (the run's own, or raised by the resume: runtime/budgets.py).
+_REQUEUED: dict[str, object] = dict(RESUME_CLEARS, status=QUEUED, updated_at=bindparam("b_at"), budget=bindparam("b_budget"))
 
 
 def resumed_values(status: str, step: int, at: datetime) -> dict[str, object]:
@@ -380,3 +381,10 @@ def compile_for_sqlite(stmt: Executable) -> tuple[str, dict, dict[str, str], tup
 def compiled() -> dict[str, tuple]:
     """Every statement compiled for sqlite3: what store/compiled_sqlite.py must hold."""
     return {name: compile_for_sqlite(stmt) for name, stmt in sorted(named().items())}
+
+# --- stops set for later (runtime/stop_later.py): the list compared and set, so that none set meanwhile is lost --
+SET_STOP_WHEN = (
+    update(jobs)
+    .where(jobs.c.id == bindparam("b_id"), jobs.c.status.in_(_ACTIVE), jobs.c.stop_when.is_not_distinct_from(bindparam("b_old", type_=Text())))
+    .values(stop_when=bindparam("b_when", type_=Text()), updated_at=bindparam("b_at"))
+)
