@@ -38,6 +38,7 @@ from swarmkit.store import STORE_FAULTS, Store, describe_db_error, masked
 from swarmkit.store.schema import schema_state
 
 from .auth import Auth, Denied, Token
+from .batch import router as batch_router
 from .dependencies import BadRequest, Ctx, Refused, problem, reader
 from .events import router as events_router
 from .http_trust import allowed_hosts as default_hosts
@@ -257,7 +258,7 @@ def create_app(
     # The routers' routes are the app's own: FastAPI matches an included router's routes twice a request
     # (the app's match, then the router's), a fifth of what `GET /jobs/{id}` costs in it (bench/http_throughput.py).
     # Each router carries the error answers of every route (schemas.ERRORS) and its tag itself.
-    for router in (jobs_router, events_router, notifications_router):
+    for router in (batch_router, jobs_router, events_router, notifications_router):
         app.router.routes.extend(router.routes)
 
     @app.get("/health", response_model=Health, responses={503: {"model": Problem}}, tags=["server"])

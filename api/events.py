@@ -20,16 +20,18 @@ from fastapi.responses import StreamingResponse
 
 from swarmkit.runtime import control
 from swarmkit.runtime.backoff import Backoff
+from swarmkit.runtime.estimates import estimate_of
 from swarmkit.runtime.event_follower import EventFollower
 from swarmkit.store import STORE_FAULTS
+from swarmkit.store.clock import store_now
 from swarmkit.store.pages import audit_page
 from swarmkit.store.queries import events_after
-from swarmkit.store.reads import run_views
+from swarmkit.store.reads import node_costs, run_views
 from swarmkit.store.trail_records import EventRecord, audit_view, event_view
 
 from .dependencies import BadRequest, Ctx, ctx_of, look_for_lost, reader
 from .jobs import RUN_REF, RunId
-from .schemas import ERRORS, AuditEntry, AuditPage, Event, EventPage
+from .schemas import ERRORS, AuditEntry, AuditPage, EstimateAnswer, Event, EventPage
 
 router = APIRouter(tags=["events"], responses=ERRORS)
 
@@ -51,6 +53,14 @@ async def job_events(
     rows = await ctx.store.run_read(lambda c: events_after(c, job.id, after, limit + 1))
     page = rows[:limit]
     return EventPage(events=[event_of(e) for e in page], next_cursor=page[-1].id if page else None, has_more=len(rows) > limit)
+
+
+@router.get("/jobs/{job_id}/estimate", response_model=EstimateAnswer, summary="What a run spent, how fast, and an estimate of its cost at completion")
+async def job_estimate(request: Request, job_id: str = RunId, _actor: str = Depends(reader)) -> dict[str, Any]:
+    ctx = ctx_of(request)
+    job = await control.resolve_run(ctx.store, job_id)
+    costs = await ctx.store.run_read(lambda c: node_costs(c, job.flow, job.id))
+    return estimate_of(job, costs, store_now()).as_json(job.id)
 
 
 @router.get("/events", response_model=AuditPage, summary="The audit: every human act, oldest first, paged by cursor")

@@ -45,6 +45,21 @@ class CancelBody(_Strict):
     keep: bool = Field(False, description="keep the run's workspaces")
 
 
+class BatchBody(_Strict):
+    """The runs to act on, as `swarmkit status` filters them, and the act's own flags."""
+
+    status: list[str] = Field(default_factory=list, description="shown or stored statuses (running, stalled, stopped, ...)")
+    flow: list[str] = Field(default_factory=list, description="flows' names")
+    node: list[str] = Field(default_factory=list, description="the agents runs are at")
+    since: str | None = Field(None, max_length=40, description="only runs changed within this long: 30s, 5m, 2h, 1d")
+    older_than: str | None = Field(None, max_length=40, description="only runs not changed within this long")
+    all: bool = Field(False, description="every run the act applies to (with no other filter)")
+    dry_run: bool = Field(False, description="list the runs, act on none")
+    now: bool | None = Field(None, description="stop only: interrupt the node in flight (stop --now)")
+    keep: bool | None = Field(None, description="cancel only: keep the runs' workspaces")
+    budget: BudgetBody | None = Field(None, description="resume only: limits changed as they resume")
+
+
 class Problem(BaseModel):
     """Every 4xx and 5xx: `detail` says what happened in the CLI's words."""
 
@@ -77,6 +92,18 @@ class ActAnswer(BaseModel):
     stop_requested_by: str | None
     hint: str | None = None
     job: dict[str, Any]
+
+
+class EstimateAnswer(BaseModel):
+    """runtime/estimates.py's figures: an estimate, labelled as one."""
+
+    job_id: str
+    cost: float
+    burn_per_min: float | None
+    median_node_cost: float | None
+    basis_runs: int
+    estimate_at_completion: float | None
+    is_estimate: bool
 
 
 class Event(BaseModel):

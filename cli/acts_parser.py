@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .common import BUDGET_HELP, add_run_id, add_store, add_workspace, verb
+from .common import BUDGET_HELP, RUN_ID_HELP, add_run_filters, add_store, add_workspace, verb
 
 # Each verb's help: (summary, description, examples), in the order of the table's VERBS (tests/test_act_table.py
 # holds them to it). The table itself is imported by the act (acts.py), not by `swarmkit --help`: it costs that typing.
@@ -16,6 +16,7 @@ HELP = {
         [
             "swarmkit stop a46614b1", "swarmkit stop --now a46614b1", "swarmkit stop a46614b1 --when 'cost>2.5'",
             "swarmkit stop a46614b1 --before review", "swarmkit stop a46614b1 --clear", "swarmkit stop a46614b1 --store postgresql://db.internal/swarmkit",
+            "swarmkit stop --flow nightly --status running --dry-run", "swarmkit stop --flow nightly --yes",
         ],
     ),
     "approve": (
@@ -34,7 +35,7 @@ HELP = {
         "end a run for good (destroys its workspaces unless --keep)",
         "End a run for good: a running run is ended at once by its host; any other is cancelled here. "
         "Its workspaces are destroyed unless --keep. A cancelled run cannot be resumed.",
-        ["swarmkit cancel a46614b1", "swarmkit cancel a46614b1 --keep"],
+        ["swarmkit cancel a46614b1", "swarmkit cancel a46614b1 --keep", "swarmkit cancel --flow broken-deploy --since 1h --keep --yes"],
     ),
 }
 
@@ -46,8 +47,13 @@ def add_parsers(sub, only: str | None = None) -> None:
             continue
         p = verb(sub, name, summary, description, examples)
         add_store(p)
-        add_run_id(p)
+        p.add_argument("run_id", nargs="?", metavar="RUN_ID", help=RUN_ID_HELP + "; or, instead, filters that name the runs")
         add_workspace(p)
+        many = p.add_argument_group("acting on many runs: instead of a run id, the runs the filters name (as `swarmkit status` takes them)")
+        add_run_filters(many)
+        many.add_argument("--all", action="store_true", help=f"every run it can {name}")
+        many.add_argument("--dry-run", action="store_true", help="list the runs it would act on, and do nothing")
+        many.add_argument("-y", "--yes", action="store_true", help="act without asking first")
         if name == "cancel":
             p.add_argument("--keep", action="store_true", help="keep the run's workspaces")
         if name == "resume":

@@ -18,6 +18,12 @@ from .quantities import Duration
 # and the echo thread's modules are the commands' (store_access.py and each verb's module), or
 # only the type checker's: the parser's modules write `TYPE_CHECKING = False` rather than import
 # typing for it (mypy reads a module's own TYPE_CHECKING as typing's).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from swarmkit.runtime.run_filter import RunFilter
+
 PROG = "swarmkit"
 WORKSPACE_HELP = "the workspace folder whose store to use (default: the current folder)"
 # The flag's words, the same for `run` and `resume`.
@@ -45,6 +51,23 @@ def add_workspace(p: argparse.ArgumentParser) -> None:
 
 def add_run_id(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", metavar="RUN_ID", help=RUN_ID_HELP)
+
+
+def add_run_filters(p: Any) -> None:
+    """The filters of `status` and of the acts by filter (runtime/run_filter.py): one set of flags, one meaning.
+    `p`: a parser or one of its argument groups."""
+    p.add_argument("--status", metavar="STATUS[,STATUS]", action="append", default=[], help="only runs in these shown statuses (running, stalled, stopping, queued, completed, ...; repeatable)")
+    p.add_argument("--flow", metavar="NAME", action="append", default=[], help="only runs of this flow (repeatable)")
+    p.add_argument("--node", metavar="NODE", action="append", default=[], help="only runs at this agent of their flow (repeatable)")
+    p.add_argument("--since", metavar="DURATION", type=duration, help="only runs changed in the last DURATION (30s, 5m, 2h, 1d)")
+    p.add_argument("--older-than", metavar="DURATION", type=duration, help="only runs not changed in the last DURATION")
+
+
+def run_filter(args) -> RunFilter:
+    """The filter the flags of `add_run_filters` say (and `--all`, where the verb has it)."""
+    from swarmkit.runtime.run_filter import RunFilter  # late: only a verb that filters runs builds one
+
+    return RunFilter.of(args.status, args.flow, args.node, args.since, args.older_than, getattr(args, "all", False))
 
 
 def add_output(p: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> None:

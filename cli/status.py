@@ -14,7 +14,9 @@ from swarmkit.runtime.text import plain
 from swarmkit.store.clock import store_now
 from swarmkit.store.reads import list_jobs, skewed_workers, workspaces_for
 from swarmkit.store.records import merged_view, rfc3339, run_list
+from swarmkit.store.statuses import TERMINAL_STATUSES
 
+from .common import run_filter
 from .store_access import err, run_and_workspace, with_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a one-shot verb loads none
@@ -32,27 +34,9 @@ WATCH_POLL_S = 0.5
 
 def _split_args(args) -> str | None:
     run_ref = run_and_workspace(args, "status")
-    if run_ref and (args.watch or args.status or args.flow or args.since):
-        raise UsageError("-w, --status, --flow and --since go with the list of runs, not with one run")
-    args.statuses = {s.strip() for v in args.status for s in v.split(",") if s.strip()}
+    if run_ref and (args.watch or run_filter(args).narrows):
+        raise UsageError("-w, --status, --flow, --node, --since and --older-than go with the list of runs, not with one run")
     return run_ref
-
-
-class RunFilter:
-    """--status, --flow and --since, as one predicate on a run."""
-
-    def __init__(self, args, now: datetime):
-        self.statuses = args.statuses
-        self.flows = set(args.flow)
-        self.after = now - args.since if args.since else None
-        self.active = bool(self.statuses or self.flows or self.after)
-
-    def __call__(self, job: JobRecord, now: datetime) -> bool:
-        if self.statuses and job.display_status(now) not in self.statuses and job.status not in self.statuses:
-            return False
-        if self.flows and job.flow not in self.flows:
-            return False
-        return self.after is None or job.updated_at >= self.after
 
 
 def wide_row(job: JobRecord) -> tuple[str, ...]:
@@ -109,17 +93,25 @@ async def _show_one(store: Store, run_ref: str, output: str) -> int:
         elif isinstance(value, dict):
             value = json.dumps(value, ensure_ascii=False, sort_keys=True)
         print(f"{key:>20}: {plain(value if value is not None else '-')}")
+    if view["status"] not in TERMINAL_STATUSES:
+        # What it will cost, labelled as an estimate (runtime/estimates.py): not a column of the run, so not in its JSON.
+        from swarmkit.runtime.estimates import estimate_of  # late: only a run not yet ended is estimated
+        from swarmkit.store.reads import node_costs  # late: as above
+
+        job = await control.resolve_run(store, view["id"])
+        costs = await store.run_read(lambda c: node_costs(c, job.flow, job.id))
+        print(f"{'estimate':>20}: {plain(estimate_of(job, costs, store_now()).words())}")
     return ExitCode.OK
 
 
 async def _read(store: Store, args, with_workspaces: bool, also: frozenset[str] = frozenset()):
     """The runs the filters keep, and those named in `also` whatever they are now (a watched run that left the filter)."""
     now = store_now()
-    keep = RunFilter(args, now)
+    keep = run_filter(args)
     # A filter looks at every ended run: `--status completed` means all of them, not the last 50.
-    limit = 10**9 if args.all or keep.active else 50
+    limit = 10**9 if args.all or keep.narrows else 50
     async with store.read() as conn:
-        jobs = [j for j in await conn.run_sync(lambda c: list_jobs(c, ended_limit=limit)) if keep(j, now) or j.id in also]
+        jobs = [j for j in await conn.run_sync(lambda c: list_jobs(c, ended_limit=limit)) if not keep.narrows or keep.keeps(j, now) or j.id in also]
         wss = await conn.run_sync(workspaces_for, [j.id for j in jobs]) if with_workspaces else {}
     return jobs, wss, now
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_output, add_store, duration, verb
+from .common import add_output, add_run_filters, add_store, verb
 
 
 def add_parsers(sub) -> None:
@@ -25,6 +25,4 @@ def add_parsers(sub) -> None:
     add_output(p)
     p.add_argument("--all", action="store_true", help="include every ended run, not just the 50 most recent")
     p.add_argument("-w", "--watch", action="store_true", help="after the list, print each run that changes as it changes, until interrupted")
-    p.add_argument("--status", metavar="STATUS[,STATUS]", action="append", default=[], help="only runs in these shown statuses (running, stalled, stopping, queued, completed, ...; repeatable)")
-    p.add_argument("--flow", metavar="NAME", action="append", default=[], help="only runs of this flow (repeatable)")
-    p.add_argument("--since", metavar="DURATION", type=duration, help="only runs changed in the last DURATION (30s, 5m, 2h, 1d)")
+    add_run_filters(p)

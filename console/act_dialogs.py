@@ -11,7 +11,8 @@ from datetime import datetime
 
 from rich.text import Text
 
-from swarmkit.runtime.control import DONE, ActResult
+from swarmkit.runtime.batch_acts import Outcome as Outcome
+from swarmkit.runtime.batch_acts import tally
 from swarmkit.runtime.steps import step_words
 from swarmkit.store import TERMINAL_STATUSES
 from swarmkit.store.records import JobRecord
@@ -138,18 +139,9 @@ def confirmation(act: Act, targets: list[Target], now: datetime) -> Confirmation
     return act_confirmation(act, targets, now)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    short_id: str
-    result: ActResult | None  # None: the act failed with `error`
-    error: str = ""
-
-
 def outcome_summary(act: Act, outcomes: list[Outcome], now: datetime) -> tuple[str, str]:
     """One line for an act on several runs, and how loud: '3 stopped, 1 refused: abc123 is completed'."""
-    done = [o for o in outcomes if o.result is not None and o.result.changed]
-    same = [o for o in outcomes if o.result is not None and o.result.code == DONE and not o.result.changed]
-    refused = [o for o in outcomes if o.result is None or o.result.code != DONE]
+    done, same, refused = tally(outcomes)  # how every door counts a batch
 
     def why(o: Outcome) -> str:
         if o.result is None:

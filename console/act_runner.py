@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from swarmkit.runtime import control
+from swarmkit.runtime.batch_acts import act_on_runs
 from swarmkit.runtime.errors import SwarmkitError
 from swarmkit.runtime.workspaces import dir_size
 from swarmkit.store.reads import get_job, workspaces_for
@@ -99,7 +100,10 @@ class ActRunner:
                 return
             if choice == "stop":
                 act = ACT_BY_VERB["stop"]
-        outcomes = [await screen.link.shielded(self._one(act, t.job.id)) for t in targets]
+        if bulk:  # the marked runs: one batch, as `swarmkit stop --flow ...` acts on the runs it names
+            outcomes = await screen.link.shielded(self._many(act, [t.job.id for t in targets]))
+        else:
+            outcomes = [await screen.link.shielded(self._one(act, t.job.id)) for t in targets]
         outcomes += [Outcome(rid[:8], None, f"no longer exists in {screen.link.display}") for rid in missing]
         if screen.closing:
             return
@@ -141,6 +145,17 @@ class ActRunner:
             return await control.no_worker_warning(await self.screen.link.get(), queued[0].short_id, self.screen.config.lease_s)
         except Exception:  # the hint is a courtesy: the act itself is done
             return ""
+
+    async def _many(self, act: Act, run_ids: list[str]) -> list[Outcome]:
+        """The act on every marked run by runtime/batch_acts.py, one batch id on their audit entries."""
+        try:
+            batch = await act_on_runs(await self.screen.link.get(), act.rule, run_ids, actor=self.screen.actor)
+            return list(batch.outcomes)
+        except Exception as exc:
+            if not is_store_fault(exc):
+                log.exception("%s failed", act.verb)
+            words = f"could not {act.verb.replace('_', ' ')}: {self.screen.problem_words(exc)}"
+            return [Outcome(rid[:8], None, words) for rid in run_ids]
 
     async def _one(self, act: Act, run_id: str) -> Outcome:
         """One act through the runtime's control functions."""

@@ -11,6 +11,7 @@ from datetime import datetime
 from textual import on, work
 
 from swarmkit.store.records import JobRecord
+from swarmkit.store.statuses import TERMINAL_STATUSES
 from swarmkit.widgets.run_detail import DetailSection, RunDetail
 from swarmkit.widgets.run_table import RunTable
 
@@ -70,10 +71,10 @@ class DetailScreen(ActingScreen):
         # A queued run's row does not change when a worker says it cannot load it: look again, every
         # few seconds, not at each poll (that read would be much of an idle console's work).
         if cached is not None and cached[0] == job.updated_at and (job.status != "queued" or time.monotonic() - cached[2] < QUEUED_DETAIL_EVERY_S):
-            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
+            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job), cached[3]))
             return
         if cached is not None:
-            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job)))
+            detail.show(detail_data(job, self.clock(), cached[1], self.usual.usual_s(job), cached[3]))
         self._detail_key = job.id
         self._detail_dirty = True
         if not self._detail_busy:
@@ -83,11 +84,14 @@ class DetailScreen(ActingScreen):
         store = await self.link.get()
         # late: loaded with the store (SQLAlchemy); the first frame needs none of them
         from swarmkit.store.queries import audit_for, checkpoints_for, events_before, get_job, workspaces_for
+        from swarmkit.store.reads import node_costs  # late: as above
 
         def read(conn):
             job = get_job(conn, key)
             recent = events_before(conn, key, None, 50) if job is not None and job.status == "queued" else []
-            return job, checkpoints_for(conn, key), audit_for(conn, key), workspaces_for(conn, [key])[key], recent
+            # What a node of its flow cost in its completed runs: the estimate at completion, for a run not yet ended.
+            costs = node_costs(conn, job.flow, key) if job is not None and job.status not in TERMINAL_STATUSES else []
+            return job, checkpoints_for(conn, key), audit_for(conn, key), workspaces_for(conn, [key])[key], recent, costs
 
         # One transaction through run_read, as the poll reads: on SQLite the console's
         # first screen makes no async engine (see Store.engine).
@@ -103,18 +107,18 @@ class DetailScreen(ActingScreen):
                 if key is None:
                     continue
                 try:
-                    job, cps, trail, wss, recent = await self.link.shielded(self._read_detail(key))
+                    job, cps, trail, wss, recent, costs = await self.link.shielded(self._read_detail(key))
                 except Exception as exc:  # shown in the banner by the next poll
                     log.info("reading detail of %s failed: %s", key[:8], exc)
                     continue
                 if job is None or self.closing:
                     continue
                 sections = detail_sections(cps, trail, wss, recent, steps=job.steps)
-                self._sections[key] = (job.updated_at, sections, time.monotonic())
+                self._sections[key] = (job.updated_at, sections, time.monotonic(), costs)
                 if len(self._sections) > 64:
                     self._sections.pop(next(iter(self._sections)))
                 shown = self.jobs.get(key, job)
                 if self.selected is not None and self.selected.id == key:
-                    self.part(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown)))
+                    self.part(RunDetail).show(detail_data(shown, self.clock(), sections, self.usual.usual_s(shown), costs))
         finally:
             self._detail_busy = False

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from swarmkit.runtime.budgets import Budget, spent_of
+from swarmkit.runtime.estimates import estimate_of
 from swarmkit.runtime.run_columns import RunView, age, cells, in_state_since, node_cell, node_ran_s, stop_eta, usage_cell
 from swarmkit.runtime.steps import step_words
 from swarmkit.runtime.stop_conditions import shown as shown_stops
 from swarmkit.store import StoreLocation
 from swarmkit.store.records import UNLOADABLE, JobRecord, WorkspaceRecord
+from swarmkit.store.statuses import TERMINAL_STATUSES
 from swarmkit.store.trail_records import AuditRecord, CheckpointRecord, EventRecord
 from swarmkit.widgets.run_detail import DetailSection, RunDetailData
 from swarmkit.widgets.run_row import RunRow
@@ -96,7 +98,7 @@ def _inputs(raw: str) -> str:
     return str(value)
 
 
-def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None) -> tuple[tuple[str, str], ...]:
+def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None, node_costs: list[float] | None = None) -> tuple[tuple[str, str], ...]:
     shown = job.display_status(now)
     facts: list[tuple[str, str]] = [("run", job.id), ("flow", job.flow + (f"  ({job.flow_path})" if job.flow_path else ""))]
     node = node_cell(job)
@@ -125,6 +127,8 @@ def detail_facts(job: JobRecord, now: datetime, usual_s: float | None = None) ->
         facts.append(("ended", f"{stamp(job.ended_at)} ({ago(now, job.ended_at)})"))
     facts.append(("in state", f"{shown} for {age((now - in_state_since(job)).total_seconds())}"))
     facts.append(("usage", usage_cell(job)))
+    if node_costs is not None and job.status not in TERMINAL_STATUSES:
+        facts.append(("estimate", estimate_of(job, node_costs, now).words()))
     if job.budget:
         facts.append(("budget", Budget.from_json(job.budget).words(spent_of(job))))
     if job.stop_when:
@@ -174,11 +178,14 @@ def detail_sections(
     )
 
 
-def detail_data(job: JobRecord, now: datetime, sections: tuple[DetailSection, ...], usual_s: float | None = None) -> RunDetailData:
+def detail_data(
+    job: JobRecord, now: datetime, sections: tuple[DetailSection, ...], usual_s: float | None = None, node_costs: list[float] | None = None,
+) -> RunDetailData:
+    """`node_costs`: what a node of its flow cost in its completed runs, for a run not yet ended (its estimate)."""
     return RunDetailData(
         title=f"{job.short_id}  {safe(job.flow, 60)}",
         status=job.display_status(now),
-        facts=detail_facts(job, now, usual_s),
+        facts=detail_facts(job, now, usual_s, node_costs),
         sections=sections,
     )
 

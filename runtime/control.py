@@ -4,9 +4,11 @@ Each name lives in the module of its seam, and is re-exported here so that a
 door needs one import:
 
 - `act_table`: the acts as the doors offer them (`ACTS`, `VERBS`, `Act`);
-- `acts`: resolving a run by id or prefix, submit, stop, resume, approve,
-  cancel, `perform` (an entry of the table carried out), what they answer
-  (`ActResult`, `DONE`, `REFUSED`, `USAGE`), and `no_worker_warning`;
+- `acts`: resolving a run by id or prefix and what an act answers
+  (`act_base`: `ActResult`, `DONE`, `REFUSED`, `USAGE`), stop (and the stops
+  set for later, `stop_later`), resume, approve, cancel, `perform` (an entry
+  of the table carried out), and `no_worker_warning`;
+- `submit`: a run created, its budget its flow's with the door's over it;
 - `claims`: a host taking a run at a new epoch (`claim_queued`,
   `claim_for_resume`);
 - `leases`: a host's lease and what a looker does past it (`mark_lost`,

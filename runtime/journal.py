@@ -9,6 +9,7 @@ stored text.
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from datetime import datetime
 
 from swarmkit.store.clock import store_now
@@ -22,9 +23,15 @@ if TYPE_CHECKING:
     from swarmkit.store.connections import AsyncConn
 
 
+# The batch an act belongs to (runtime/batch_acts.py): written into the detail of every audit row of its acts.
+BATCH: ContextVar[str | None] = ContextVar("swarmkit_batch", default=None)
+
+
 def audit_row(actor: str, action: str, job_id: str | None, detail: dict[str, Any] | None = None, at: datetime | None = None) -> dict[str, Any]:
     """The audit envelope: one row of `audit` as `S.INSERT_AUDIT` takes it (on an async connection,
     `record_audit`; a sync one executes the statement with this row itself)."""
+    if (batch := BATCH.get()) is not None:
+        detail = {**(detail or {}), "batch": batch}
     return {"b_at": at or store_now(), "b_actor": actor, "b_action": action, "b_job_id": job_id, "b_detail": json.dumps(detail or {}, sort_keys=True)}
 
 

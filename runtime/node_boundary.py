@@ -60,8 +60,9 @@ class NodeBoundaries(HostParts):
         ran = (flags.ran_s or 0.0) + (time.monotonic() - self._entered_mono if inside and self._entered_mono is not None else 0.0)
         spent = Spent(flags.cost or 0.0, flags.tokens or 0, ran, flags.step or 0)
         actor, reason, left = BUDGET, budget.reached(spent), flags.stop_when
-        if reason is None and not inside and (hit := fired(flags.stop_when, spent, finished, node)) is not None:
-            actor, reason, left = hit[0].by, hit[1], hit[2]
+        # Every stop set for later that holds here fires with it: a resume goes on from here, past them all.
+        if not inside and (hit := fired(flags.stop_when, spent, finished, node)) is not None:
+            actor, reason, left = (BUDGET, f"{reason}; {hit[1]}", hit[2]) if reason is not None else (hit[0].by, hit[1], hit[2])
         if reason is None:
             return flags, []
         params = self._params(b_actor=actor, b_reason=reason, b_stop_now=inside, b_when=left)

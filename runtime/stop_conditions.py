@@ -82,9 +82,11 @@ def dump(stops: list[Later]) -> str | None:
 def fired(text: str | None, spent: Spent, finished: str | None, before: str | None) -> tuple[Later, str, str | None] | None:
     """The first stop kept in `text` that holds at the boundary after node `finished` (None: none ran here)
     and before node `before`: (it, the reason the run's stop says, "stop --when cost>2.5 (cost 2.61)", and
-    the stops left as the row keeps them). Who set it is the stop's actor."""
+    the stops left as the row keeps them). Every one that holds here is taken off, not only the first: a
+    resume goes on from this boundary, past all of them. Who set the first is the stop's actor."""
     stops = load(text)
-    for i, s in enumerate(stops):
+    holding: list[tuple[Later, str]] = []
+    for s in stops:
         if s.kind == WHEN:
             try:
                 have = condition(s.what).holds(spent)
@@ -93,13 +95,13 @@ def fired(text: str | None, spent: Spent, finished: str | None, before: str | No
             if have is None:
                 continue
             shown = f"{have:.2f}" if s.what.startswith("cost") else f"{have:.1f}s" if s.what.startswith("wall") else f"{int(have):,}"
-            reason = f"stop --{s.kind} {s.what} ({s.what.split('>')[0]} {shown})"
+            holding.append((s, f"stop --{s.kind} {s.what} ({s.what.split('>')[0]} {shown})"))
         elif (s.kind == AFTER and s.what == finished) or (s.kind == BEFORE and s.what == before):
-            reason = f"stop --{s.kind} {s.what}"
-        else:
-            continue
-        return s, reason, dump(stops[:i] + stops[i + 1 :])
-    return None
+            holding.append((s, f"stop --{s.kind} {s.what}"))
+    if not holding:
+        return None
+    gone = {id(s) for s, _ in holding}
+    return holding[0][0], "; ".join(r for _, r in holding), dump([s for s in stops if id(s) not in gone])
 
 
 def shown(text: str | None) -> str:

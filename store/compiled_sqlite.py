@@ -548,6 +548,14 @@ STATEMENTS = {'ACTIVE_COUNTS': ('SELECT jobs.status, count(*) AS count_1 \n'
             'budget',
             'stop_when'),
            (None, None, 'datetime', None, 'datetime', None, 'bool', None, 'bool', None, None, None, None, None, None, None)),
+ 'FLOW_COSTS': ('SELECT jobs.cost, jobs.steps \n'
+                'FROM jobs \n'
+                'WHERE jobs.flow = :b_flow AND jobs.status = :status_1 AND jobs.id != :b_exclude ORDER BY jobs.created_at DESC\n'
+                ' LIMIT :b_runs OFFSET :param_1',
+                {'param_1': 0, 'status_1': 'completed'},
+                {},
+                ('cost', 'steps'),
+                (None, None)),
  'FLOW_MODULES': ('SELECT jobs.flow_modules \nFROM jobs \nWHERE jobs.id = :b_id', {}, {}, ('flow_modules',), (None,)),
  'FLOW_RECENT': ('SELECT jobs.id \n'
                  'FROM jobs \n'

@@ -138,6 +138,11 @@ def node_durations(conn: Connection, flow: str, node: str, exclude: str = "", ru
     return [found[j] for j in sorted(found, key=rank.__getitem__)]
 
 
+def node_costs(conn: Connection, flow: str, exclude: str = "", runs: int = 50) -> list[float]:
+    """What a node of `flow` cost, a run at a time: each of its newest `runs` completed runs' cost over its nodes."""
+    return [float(cost) / steps for cost, steps in conn.execute(S.FLOW_COSTS, {"b_flow": flow, "b_exclude": exclude, "b_runs": runs}) if steps]
+
+
 # --- the console's poll, run whole inside `Store.run_read` (on SQLite: one thread hop per poll) --
 
 

@@ -22,6 +22,7 @@ from . import clock, host_statements, liveness
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
+    COMPLETED,
     DEFERRED,
     NODE_BOUNDS,
     QUEUED,
@@ -223,6 +224,14 @@ LIVE_WORKERS_SQLITE = select(func.count()).select_from(workers).where(workers.c.
 FLOW_RECENT = (
     select(jobs.c.id)
     .where(jobs.c.flow == bindparam("b_flow"), jobs.c.id != bindparam("b_exclude"))
+    .order_by(jobs.c.created_at.desc())
+    .limit(bindparam("b_runs"))
+)
+# What a node of `b_flow` costs: the newest completed runs' cost and nodes (runtime/estimates.py), by the
+# (flow, created_at) index.
+FLOW_COSTS = (
+    select(jobs.c.cost, jobs.c.steps)
+    .where(jobs.c.flow == bindparam("b_flow"), jobs.c.status == COMPLETED, jobs.c.id != bindparam("b_exclude"))
     .order_by(jobs.c.created_at.desc())
     .limit(bindparam("b_runs"))
 )

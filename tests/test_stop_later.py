@@ -108,3 +108,20 @@ def test_the_http_door_sets_shows_and_clears_a_stop_for_later(cli: Cli, serving)
     assert bad.status_code == 409 and "has no agent 'nowhere'" in bad.json()["detail"], bad.text
     cleared = s.client.post(f"/jobs/{rid}/stop", json={"clear": True})
     assert cleared.status_code == 200 and cleared.json()["job"]["stop_when"] is None, cleared.text
+
+
+def test_every_stop_that_holds_at_one_boundary_fires_there_and_none_again_on_resume(cli: Cli, tmp_path: Path):
+    gates = tmp_path / "gates"
+    flow = gated(tmp_path, gates, cost=0.5)
+    release(gates, "plan", "write", "review")
+    rid = cli.call("run", str(flow), "--detach", "--budget", "cost=1").stdout.strip()
+    for args in (["--when", "nodes>=2"], ["--before", "review"], ["--when", "tokens>=10k"]):
+        assert cli.call("stop", rid, *args).returncode == 0
+    first = cli.call("run", "--resume", rid)
+    row = job(cli.store_url, cli.workspace, rid)
+    # The budget (1.00 spent after write), nodes>=2 and --before review all hold before review: one stop, all said.
+    assert (row.status, row.step, row.stop_requested_by) == ("stopped", 2, "budget"), first.stdout + first.stderr
+    assert row.stop_reason == "cost 1.00 of max_cost 1.00; stop --when nodes>=2 (nodes 2); stop --before review", row.stop_reason
+    assert [s["what"] for s in json.loads(row.stop_when)["stops"]] == ["tokens>=10k"]
+    done = cli.call("run", "--resume", rid, "--budget", "cost=+1")
+    assert "completed" in done.stdout, done.stdout + done.stderr
