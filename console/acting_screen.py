@@ -31,7 +31,11 @@ if TYPE_CHECKING:
 # Toasts show at most this many lines; the message line keeps the whole text after them.
 TOAST_LINES = 2
 # Sort keys, as the run table binds them: its columns in order, 0 for newest first.
-SORT_HELP = ((f"1 … {len(COLUMNS)}", "sort by the table's columns in order (the same key again reverses it)"), ("0", "newest first (the default order)"))
+SORT_HELP = (
+    (f"1 … {len(COLUMNS)}", "sort by the table's columns in order (the same key again reverses it)"),
+    ("$", "sort by estimated cost at completion, the most first"),
+    ("0", "newest first (the default order)"),
+)
 MOVE_HELP = (("j / k", "move down / up (as do the arrows, PgUp PgDn Home End)"),)
 
 

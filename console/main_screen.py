@@ -37,6 +37,7 @@ from .burn_meter import BurnMeter, SpendMeter
 from .config import ConsoleConfig
 from .detail_screen import DetailScreen
 from .header_words import banner_text, data_age, empty_words, view_words
+from .node_costs import NodeCosts
 from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
 from .run_views import run_row
@@ -48,7 +49,7 @@ log = logging.getLogger("swarmkit.console")
 # Columns whose values a running run's signs of work move (heartbeats, usage, log lines): the poll
 # reads those of the runs on screen only, so while the table sorts on one of them it reads every
 # running run's, for the order (poller.Poller.set_window).
-TICKING_SORTS = frozenset({"status", "last_work", "usage", "burn"})
+TICKING_SORTS = frozenset({"status", "last_work", "usage", "burn", "estimate"})
 
 class MainScreen(DetailScreen):
     """Watches one store and acts on its runs."""
@@ -98,6 +99,7 @@ class MainScreen(DetailScreen):
         self.spend = SpendMeter()
         self._watched: frozenset[str] | None = None  # the runs the poller reads the signs of work of (None: all)
         self.usual = UsualDurations()
+        self.costs = NodeCosts()
 
     # --- layout -----------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class MainScreen(DetailScreen):
         return self._run_row(job, self._row_at) if job is not None and self._row_at is not None else None
 
     def _run_row(self, job: JobRecord, at: datetime) -> RunRow:
-        return run_row(job, at, self.burn.since(job.id, at), self.usual.usual_s(job))
+        return run_row(job, at, self.burn.since(job.id, at), self.usual.usual_s(job), self.costs.median(job))
 
     def on_mount(self) -> None:
         self.query_one(RunTable).row_source = self._row_of
@@ -230,6 +232,33 @@ class MainScreen(DetailScreen):
         self._selection_changed()
         if snap.stop_asked and (wanted := self.usual.wanted(snap.stop_asked, snap.at)):
             self._read_usual(wanted)
+        if self.part(RunTable).sort_column == "estimate" and (flows := self.costs.wanted(self.jobs.values())):
+            self._read_costs(flows)
+
+    def sorted_on_estimate(self) -> None:
+        """`$`: the table sorts on each run's estimated cost at completion; its flows' node costs are read for it."""
+        if flows := self.costs.wanted(self.jobs.values()):
+            self._read_costs(flows)
+
+    @work(group="costs")
+    async def _read_costs(self, flows: set[str]) -> None:
+        """What a node of each flow costs, read off the poll; the rows of its runs sort on their estimate after."""
+        async def read() -> None:
+            store = await self.link.get()
+            async with store.read() as conn:
+                await conn.run_sync(self.costs.read, flows)
+
+        try:
+            await self.link.shielded(read())
+        except Exception as exc:  # the rows sort on their cost so far
+            log.info("reading node costs failed: %s", exc)
+            return
+        if self._row_at is not None and not self.closing:
+            table = self.part(RunTable)
+            rows = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if j.flow in flows}
+            table.show(list(self.jobs), rows)
+            if table.sort_column == "estimate":
+                table.sort_by("estimate", table.sort_reverse)
 
     @work(group="usual")
     async def _read_usual(self, wanted: dict[tuple[str, str], str]) -> None:
@@ -317,6 +346,9 @@ class MainScreen(DetailScreen):
     @on(RunTable.Sorted)
     def _sorted(self, event: RunTable.Sorted) -> None:
         self._watch(event.table)
+        if event.table.sort_column == "estimate":  # no column shows it: said, and its flows' costs read
+            self.sorted_on_estimate()
+            self.say("sorted by estimated cost at completion, the most first ($ again reverses it, 0 goes back to newest first)", toast=False)
 
     def _watch(self, table: RunTable) -> None:
         """Tell the poller which runs to read the signs of work of: the runs on screen (or, sorted on a

@@ -43,8 +43,11 @@ def stamp(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S UTC") if value else "-"
 
 
-def run_row(job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | None = None, usual_s: float | None = None) -> RunRow:
-    """The widget's row: the shared columns' cells (runtime/run_columns.py), and what they sort on."""
+def run_row(
+    job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | None = None, usual_s: float | None = None, node_cost: float | None = None,
+) -> RunRow:
+    """The widget's row: the shared columns' cells (runtime/run_columns.py), and what they sort on (`node_cost`:
+    the median cost of a node of its flow, for its estimated cost at completion)."""
     view = RunView(job, now, burn_since, usual_s)
     last = job.last_event_at or job.heartbeat_at
     return RunRow(
@@ -56,6 +59,7 @@ def run_row(job: JobRecord, now: datetime, burn_since: tuple[datetime, float] | 
         burn_rate=view.burn or 0.0,
         cost=job.cost or 0.0,
         tokens=job.tokens or 0,
+        estimate=(job.cost or 0.0) + (max(0, job.steps - job.step) * node_cost if node_cost is not None and job.status not in TERMINAL_STATUSES else 0.0),
     )
 
 

@@ -37,6 +37,7 @@ class RunRow:
     burn_rate: float = 0.0  # cost per minute; the burn column sorts on it, the highest first
     cost: float = 0.0  # what it spent and the tokens it used: the usage column sorts on them, the most first
     tokens: int = 0
+    estimate: float = 0.0  # its estimated cost at completion (its cost so far where there is none): `$` sorts on it, the most first
 
     def shown(self) -> tuple[str, ...]:
         return self._shown
@@ -64,7 +65,9 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 _FIELD_TO_COLUMN = {field: col for col, _, field in COLUMNS}
 COLUMN_INDEX = {col: i for i, (col, _, _) in enumerate(COLUMNS)}
 _LIMITS = {"flow": 32, "node": 64, "requested_by": 32}
-_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate", "cost", "tokens"}
+_SORT_ONLY = {"key", "created_at", "in_state_at", "last_work_at", "burn_rate", "cost", "tokens", "estimate"}
+# Sorts on what no column shows: their name, as the table's key bindings and messages say it.
+SORT_ONLY_SORTS = {"estimate": "estimated cost at completion"}
 _STATUS_RANK = {s: i for i, s in enumerate(STATUS_ORDER)}
 
 assert set(_FIELD_TO_COLUMN) == {f.name for f in fields(RunRow)} - _SORT_ONLY
@@ -115,6 +118,8 @@ def sort_value(row: RunRow, column: str | None) -> tuple:
     # By the amount, not the text ("$10.00" before "$9.00").
     if column == "usage":
         return (-row.cost, -row.tokens, -row.created_at, row.key)
+    if column == "estimate":
+        return (-row.estimate, -row.cost, -row.created_at, row.key)
     return (getattr(row, COLUMNS[COLUMN_INDEX[column]][2]).casefold(), -row.created_at, row.key)
 
 

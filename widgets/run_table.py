@@ -8,7 +8,7 @@ so a poll that changes nothing costs nothing to paint.
 
 Rows stay put: the table keeps its own order. The default is newest first
 (created desc); the operator picks another (a click on a header, or the keys
-1..9 for the columns in order; the same again reverses it; 0 goes back to newest first). A run whose values
+1..9 for the columns in order, $ for the estimated cost at completion; the same again reverses it; 0 goes back to newest first). A run whose values
 change keeps its place; a new run is inserted where the sort puts it, and when
 that is above the cursor the view scrolls with it, so that the run under the
 cursor stays on the same screen line. Runs of a view the operator asked for
@@ -36,7 +36,7 @@ from textual.message import Message
 
 from .row_lines import RowLines
 from .row_painter import MARK, PAD
-from .run_row import COLUMN_INDEX, COLUMNS, RunRow, TableChange
+from .run_row import COLUMN_INDEX, COLUMNS, SORT_ONLY_SORTS, RunRow, TableChange
 from .tcss import load_css
 
 __all__ = ["MARK", "PAD", "RunTable"]
@@ -64,7 +64,9 @@ class RunTable(RowLines, can_focus=True):
         Binding("end", "last", "Last", show=False),
         Binding("enter", "select_cursor", "Select", show=False),
         Binding("0", "sort('')", "Newest first", show=False),
-    ] + [Binding(str(i + 1), f"sort('{col}')", f"Sort by {title.lower()}", show=False) for i, (col, title, _) in enumerate(COLUMNS)]
+    ] + [Binding(str(i + 1), f"sort('{col}')", f"Sort by {title.lower()}", show=False) for i, (col, title, _) in enumerate(COLUMNS)] + [
+        Binding("dollar_sign", "sort('estimate')", f"Sort by {SORT_ONLY_SORTS['estimate']}", show=False),
+    ]
 
     class _RowMessage(Message):
         def __init__(self, table: RunTable, key: str | None) -> None:
