@@ -12,7 +12,15 @@ from swarmkit.runtime.errors import FlowError
 from swarmkit.runtime.flow import parse_flow
 
 from .conftest import Cli, hold, release, wait_for, write_flow
-from .helpers import audit, checkpoints, events, job
+from .helpers import audit, checkpoints, events, job, read
+
+
+async def _outbox(conn, job_id: str) -> list[tuple[str, str]]:
+    from sqlalchemy import select
+
+    from swarmkit.store.models import notifications
+
+    return [(r[0], r[1]) for r in await conn.execute(select(notifications.c.kind, notifications.c.body).where(notifications.c.job_id == job_id))]
 
 
 def spending(folder: Path, name: str, *, budget: str = "", cost: float = 0.6, tokens: int = 400, seen: Path | None = None) -> Path:
@@ -42,6 +50,9 @@ def test_a_run_parks_after_the_node_that_passes_max_cost_and_goes_on_from_that_c
     said = [(a.actor, a.action, a.detail.get("reason")) for a in audit(cli.store_url, cli.workspace, row.id)]
     assert ("budget", "run.stop_requested", "cost 1.20 of max_cost 1.00") in said and ("budget", "run.stopped", "cost 1.20 of max_cost 1.00") in said, said
     assert any(e.kind == "run.stopped" and "requested by budget: cost 1.20 of max_cost 1.00" in e.text for e in events(cli.store_url, cli.workspace, row.id))
+    # Through the outbox like any other ending: the receivers are told who stopped it and why.
+    outbox = read(cli.store_url, cli.workspace, lambda c: _outbox(c, row.id))
+    assert [(kind, "by budget: cost 1.20 of max_cost 1.00" in json.loads(body)["text"]) for kind, body in outbox] == [("run.stopped", True)], outbox
     # The run and its status say who and why.
     shown = cli.call("status", sid).stdout
     assert "stop_requested_by: budget" in shown and "stop_reason: cost 1.20 of max_cost 1.00" in shown and "budget: cost 1.20 of 1.00" in shown, shown

@@ -38,7 +38,7 @@ async def test_dollar_sorts_the_runs_by_their_estimated_cost_at_completion(store
         await pilot.press("dollar_sign")
         # $4.00 (4 nodes left at $1.00) before $0.40, once the flows' node costs are read. An ended run's is what
         # it cost: the dear one ($4.00 spent) first, the cheap one ($0.40) before the cheap runs that spent nothing yet.
-        shown = lambda: [k[:8] for k in table.shown_keys]  # noqa: E731
+        shown = lambda: [k[:8] for k in table.shown_keys]
         want = [done["dear"], waiting[0][:8], done["cheap"], waiting[2][:8], waiting[1][:8]]
         await until(pilot, lambda: shown() == want, what=f"the runs in the order of their estimates, {want}")
         assert table.sort_column == "estimate"
