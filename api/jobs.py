@@ -137,6 +137,8 @@ async def show(request: Request, job_id: str = RunId, _actor: str = Depends(read
 
 
 async def answer(request: Request, act: Act, res: control.ActResult) -> JSONResponse:
+    if res.code == control.USAGE:  # what the body asked cannot be (a stop --when that is no condition, a budget that is no limit)
+        raise BadRequest(422, plain_lines(res.message))
     assert res.job is not None  # every act on a run that exists names it
     job = res.job
     if not res.changed and not res.already:

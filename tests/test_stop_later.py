@@ -106,6 +106,10 @@ def test_the_http_door_sets_shows_and_clears_a_stop_for_later(cli: Cli, serving)
     assert s.client.get(f"/jobs/{rid}").json()["stop_when"] == json.loads(cli.call("status", rid, "-o", "json").stdout)["stop_when"]
     bad = s.client.post(f"/jobs/{rid}/stop", json={"after": "nowhere"})
     assert bad.status_code == 409 and "has no agent 'nowhere'" in bad.json()["detail"], bad.text
+    wrong = s.client.post(f"/jobs/{rid}/stop", json={"when": "price>3"})
+    assert wrong.status_code == 422 and "--when 'price>3' is not a condition" in wrong.json()["detail"], wrong.text
+    both = s.client.post(f"/jobs/{rid}/stop", json={"when": "cost>1", "now": True})
+    assert both.status_code == 422 and "give one of --when, --after, --before or --clear" in both.json()["detail"], both.text
     cleared = s.client.post(f"/jobs/{rid}/stop", json={"clear": True})
     assert cleared.status_code == 200 and cleared.json()["job"]["stop_when"] is None, cleared.text
 
