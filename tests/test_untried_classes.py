@@ -487,9 +487,22 @@ def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cl
         pytest.skip("the flow loader refuses these names (inertly): nothing more to show")
     rid = run_id(cli, out.split()[0].decode())
     assert job(cli.store_url, cli.workspace, rid).status == "deferred"
-    # The act verbs, with the evil actor, on a real run: approve, stop (queued: at once), resume, stop again.
-    for act in (("approve",), ("stop",), ("stop",), ("resume",), ("stop",)):
-        sk(act[0], rid[:10], str(cli.workspace))
+    def ik(*args: str, ok: tuple[int, ...] = (0,)) -> str:
+        """As sk, through the same main() in this process: for the acts after the first, whose words are
+        what is checked (the first, a real process, shows how a process writes them)."""
+        res = cli.call(*args, env=env)
+        said = res.stdout + res.stderr
+        assert res.returncode in ok, f"{args[:3]}: exit {res.returncode}\n{said[-2000:]!r}"
+        assert not has_traceback(said), said[-3000:]
+        hazards = _raw_hazards(said.encode("utf-8", "surrogateescape"))
+        assert not hazards, f"swarmkit {' '.join(a.encode('unicode_escape').decode() for a in args[:3])} let these reach the terminal: {hazards[:5]}"
+        return res.stdout
+
+    # The act verbs, with the evil actor, on a real run: approve, stop (queued: at once), stop again (its
+    # words quote the earlier actor), resume, stop again.
+    sk("approve", rid[:10], str(cli.workspace))
+    for act in (("stop",), ("stop",), ("resume",), ("stop",)):
+        ik(act[0], rid[:10], str(cli.workspace))
     # Every read surface and the usage errors only read the store: they run side by side, four at a
     # time (each is a process that mostly starts up), each checked as sk checks one, while this process
     # tries the ids that are paths or escapes in-process (below).
@@ -536,7 +549,7 @@ def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cl
     assert {a["actor"] for a in acts if a["action"] != "run.submitted"} == {EVIL_ACTOR}, "the actor is recorded as given"
     # Run the rest: a worker hosts it to its end. Nothing was made outside the store's folder, and each
     # run folder is named for its run.
-    sk("resume", rid[:10], str(cli.workspace))
+    ik("resume", rid[:10], str(cli.workspace))
     worker = cli.start("worker", str(cli.workspace), env=env)
     try:
         wait_for(lambda: job(cli.store_url, cli.workspace, rid).status == "completed", what="the run to complete")
