@@ -180,17 +180,19 @@ def test_the_cli_and_the_api_say_the_same_for_the_same_act(cli: Cli, serving):
     resp = s.client.get(f"/jobs/{shared}")
     assert resp.status_code == 400 and "give more of the id" in resp.json()["detail"]
     assert set(resp.json()["candidates"]) == {r["id"] for r in runs if r["id"][0] == shared}
-    assert cli.run("status", shared).returncode == 2
+    assert cli.call("status", shared).returncode == 2
 
     a, b = runs[0]["id"], runs[1]["id"]
-    # A stop of a queued run: stopped at once, by either door, in the same words.
+    # A stop of a queued run: stopped at once, by either door, in the same words. The CLI's words from a
+    # real process here; the rest of its words through the same main() in this process (what is compared
+    # is the words, which a process of its own does not change).
     cli_words = cli.run("stop", a, check=True).stdout.strip()
     api = s.client.post(f"/jobs/{b}/stop")
     assert api.status_code == 200 and api.json()["detail"] == cli_words.replace(a[:8], b[:8])
     assert status_of(s, a) == status_of(s, b) == "stopped"
     # Then the same act on the same run, twice over: a no-op the CLI exits 0 on, the API answers 409.
     for act in ("stop", "approve"):
-        by_cli = cli.run(act, a)
+        by_cli = cli.call(act, a)
         api = s.client.post(f"/jobs/{a}/{act}")
         # A no-op is said on stdout (exit 0), a refusal on stderr (exit 1): the same words either way.
         words = by_cli.stdout.strip() or by_cli.stderr.strip().removeprefix("swarmkit: ")
@@ -198,16 +200,16 @@ def test_the_cli_and_the_api_say_the_same_for_the_same_act(cli: Cli, serving):
     # Resume with nobody hosting: the CLI's hint, over HTTP too.
     api = s.client.post(f"/jobs/{b}/resume").json()
     assert api["changed"] and "no live worker is watching this store" in api["hint"]
-    assert "no live worker" in cli.run("resume", a).stderr
-    assert s.client.get(f"/jobs/{a}").json() | {"updated_at": 0} == json.loads(cli.run("status", a, "--json").stdout) | {"updated_at": 0}
+    assert "no live worker" in cli.call("resume", a).stderr
+    assert s.client.get(f"/jobs/{a}").json() | {"updated_at": 0} == json.loads(cli.call("status", a, "--json").stdout) | {"updated_at": 0}
     # Cancel a queued run keeping its workspaces, by each door.
-    by_cli = cli.run("cancel", a, "--keep", check=True).stdout.strip()
+    by_cli = cli.call("cancel", a, "--keep", check=True).stdout.strip()
     api = s.client.post(f"/jobs/{b}/cancel", json={"keep": True})
     assert api.status_code == 200 and api.json()["detail"] == by_cli.replace(a[:8], b[:8]) and api.json()["status"] == "cancelled"
-    by_cli = cli.run("cancel", a)
+    by_cli = cli.call("cancel", a)
     api = s.client.post(f"/jobs/{a}/cancel")
     assert by_cli.returncode == 0 and api.status_code == 409 and api.json()["detail"] == by_cli.stdout.strip()
-    by_cli = cli.run("resume", a)
+    by_cli = cli.call("resume", a)
     api = s.client.post(f"/jobs/{a}/resume")
     assert by_cli.returncode == 1 and api.status_code == 409 and "swarmkit: " + api.json()["detail"] == by_cli.stderr.strip() == "swarmkit: " + f"cannot resume {a[:8]}: it is cancelled."
     audit = s.client.get("/events", params={"job_id": b}).json()["events"]

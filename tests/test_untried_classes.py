@@ -35,10 +35,12 @@ import pytest
 
 from tests.reliability import (
     console_argv,
+    console_in_process,
     env_for_children,
     has_traceback,
     sql,
     swarmkit_argv,
+    swarmkit_in_process,
     terminal_hazards,
     try_mount,
     umount,
@@ -289,9 +291,27 @@ def test_a_cut_short_or_garbled_store_is_refused_in_a_line_and_left_byte_identic
     id said a store had been there read as "no store", and `run` made a new, empty store in its place."""
     done, running, folder, base = _store_and_its_copy(sqlite_url, workspace, tmp_path)
     flow = write_flow(tmp_path, "one", ONE)
+    env = env_for_children()  # read here: the in-process verbs below change this process's environment while they run
+    cases = [(with_wal, how) for with_wal in (True, False) for how in ("half", "100 bytes", "0 bytes", "garbage header")]
+    copies: dict[tuple[bool, str], tuple[Path, dict[str, str]]] = {}
 
-    def one_damage(with_wal: bool, how: str) -> None:
-        """Every verb, one after the other, on a damaged copy of the store in a workspace of its own."""
+    def verbs_for(ws: Path, url: str) -> list[tuple[str, ...]]:
+        """(door, verb words...): door "swarmkit" or "console"."""
+        return [
+            ("swarmkit", "status", str(ws)),
+            ("swarmkit", "logs", done[:8], str(ws)),
+            ("swarmkit", "stop", running[:8], str(ws)),
+            ("swarmkit", "cancel", running[:8], str(ws)),
+            ("swarmkit", "audit", str(ws)),
+            ("swarmkit", "run", str(flow), str(ws)),
+            ("swarmkit", "run", "--detach", str(flow), str(ws)),
+            ("swarmkit", "worker", str(ws)),
+            ("swarmkit", "db", "upgrade", str(ws)),
+            ("console", "--once", str(ws)),
+        ]
+
+    def damaged_copy(with_wal: bool, how: str) -> tuple[Path, str]:
+        """A damaged copy of the store in a workspace of its own."""
         ws = tmp_path / f"{how.replace(' ', '-')}-{'wal' if with_wal else 'nowal'}"
         here = ws / ".swarmkit"
         here.mkdir(parents=True)
@@ -299,38 +319,65 @@ def test_a_cut_short_or_garbled_store_is_refused_in_a_line_and_left_byte_identic
             if with_wal or not p.name.endswith(("-wal", "-shm")):
                 shutil.copy2(p, here / p.name)
         cut(here / "store.db", how)
-        url = f"sqlite:///{here / 'store.db'}"
-        verbs = [
-            swarmkit_argv("status", url, str(ws)),
-            swarmkit_argv("logs", url, done[:8], str(ws)),
-            swarmkit_argv("stop", url, running[:8], str(ws)),
-            swarmkit_argv("cancel", url, running[:8], str(ws)),
-            swarmkit_argv("audit", url, str(ws)),
-            swarmkit_argv("run", url, str(flow), str(ws)),
-            swarmkit_argv("run", url, "--detach", str(flow), str(ws)),
-            swarmkit_argv("worker", url, str(ws)),
-            swarmkit_argv("db", url, "upgrade", str(ws)),
-            console_argv(url, "--once", str(ws)),
-        ]
-        before = files_of(here)
-        for argv in verbs:
-            what = f"{how}, {'with' if with_wal else 'without'} its WAL: {' '.join(argv[3:5])}"
-            res = subprocess.run(argv, cwd=ws, env=env_for_children(), capture_output=True, text=True, timeout=120)
-            lines = [line for line in res.stderr.splitlines() if line.strip()]
-            assert res.returncode in (1, 2), f"{what}: exit {res.returncode}\n{res.stdout[-500:]}\n{res.stderr[-1500:]}"
-            assert not has_traceback(res.stderr), f"{what}: a traceback:\n{res.stderr[-3000:]}"
-            assert len(lines) == 1, f"{what}: {len(lines)} lines for one fault:\n{res.stderr[-1500:]}"
-            assert "store" in lines[0] and any(w in lines[0] for w in ("damaged", "malformed", "empty", "not a database")), f"{what}: {lines[0]}"
-            assert files_of(here) == before, f"{what}: the store's files changed"
+        copies[(with_wal, how)] = (here, files_of(here))
+        return ws, f"sqlite:///{here / 'store.db'}"
 
-    # The eight damages side by side, each on its own copy (the verbs on one copy one after the
-    # other, as before): 80 processes that mostly start up, three at a time.
+    def check(res, what: str, here: Path, before: dict[str, str]) -> None:
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        assert res.returncode in (1, 2), f"{what}: exit {res.returncode}\n{res.stdout[-500:]}\n{res.stderr[-1500:]}"
+        assert not has_traceback(res.stderr), f"{what}: a traceback:\n{res.stderr[-3000:]}"
+        assert len(lines) == 1, f"{what}: {len(lines)} lines for one fault:\n{res.stderr[-1500:]}"
+        assert "store" in lines[0] and any(w in lines[0] for w in ("damaged", "malformed", "empty", "not a database")), f"{what}: {lines[0]}"
+        assert files_of(here) == before, f"{what}: the store's files changed"
+
+    def as_process(ws: Path, url: str, verb: tuple[str, ...]):
+        argv = console_argv(url, *verb[1:]) if verb[0] == "console" else swarmkit_argv(verb[1], url, *verb[2:])
+        return subprocess.run(argv, cwd=ws, env=env, capture_output=True, text=True, timeout=120)
+
+    def in_this_process(ws: Path, url: str, verb: tuple[str, ...]):
+        return console_in_process(url, *verb[1:], cwd=ws) if verb[0] == "console" else swarmkit_in_process(verb[1], url, *verb[2:], cwd=ws)
+
+    # Every verb on every damage: 80 tries, which were 80 processes that mostly started up. A process of
+    # its own adds only its start-up and its exit to the verb's main(): so each verb runs once as a real
+    # process (each on another damage, every damage getting one or two; three at a time), and the other
+    # 70 tries run through the same main() in this process, one after the other, never beside a process
+    # on the same copy (a lock per copy). A connection an in-process verb left open would be closed (and
+    # might checkpoint the WAL into the damaged file) only when collected: every copy is compared again
+    # after a collection, below.
+    import gc
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    cases = [(with_wal, how) for with_wal in (True, False) for how in ("half", "100 bytes", "0 bytes", "garbage header")]
+    planned = []
+    locks = {case: threading.Lock() for case in cases}
+    for k, (with_wal, how) in enumerate(cases):
+        ws, url = damaged_copy(with_wal, how)
+        verbs = verbs_for(ws, url)
+        own = {i for i in range(len(verbs)) if i % len(cases) == k}
+        planned.append((with_wal, how, ws, url, verbs, own))
+
+    def what(with_wal: bool, how: str, verb: tuple[str, ...], door: str) -> str:
+        return f"{how}, {'with' if with_wal else 'without'} its WAL: {door} {' '.join(verb[:3])}"
+
+    def processes_of(with_wal: bool, how: str, ws: Path, url: str, verbs, own) -> None:
+        here, before = copies[(with_wal, how)]
+        with locks[(with_wal, how)]:
+            for i in sorted(own):
+                check(as_process(ws, url, verbs[i]), what(with_wal, how, verbs[i], "a process:"), here, before)
+
     with ThreadPoolExecutor(max_workers=3) as pool:
-        for done_case in [pool.submit(one_damage, *case) for case in cases]:
-            done_case.result()
+        started = [pool.submit(processes_of, *plan) for plan in planned]
+        for with_wal, how, ws, url, verbs, own in planned:
+            here, before = copies[(with_wal, how)]
+            with locks[(with_wal, how)]:
+                for i, verb in enumerate(verbs):
+                    if i not in own:
+                        check(in_this_process(ws, url, verb), what(with_wal, how, verb, "in-process:"), here, before)
+        for f in started:
+            f.result()
+    gc.collect()
+    for (with_wal, how), (here, before) in copies.items():
+        assert files_of(here) == before, f"{how}, {'with' if with_wal else 'without'} its WAL: the store's files changed after the verbs ended"
     # The store the copies came from was never touched: the verbs ran on the copies.
     assert files_of(folder) == files_of(base)
     # Put back whole, the store works, with the runs it held.
@@ -440,9 +487,22 @@ def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cl
         pytest.skip("the flow loader refuses these names (inertly): nothing more to show")
     rid = run_id(cli, out.split()[0].decode())
     assert job(cli.store_url, cli.workspace, rid).status == "deferred"
-    # The act verbs, with the evil actor, on a real run: approve, stop (queued: at once), resume, stop again.
-    for act in (("approve",), ("stop",), ("stop",), ("resume",), ("stop",)):
-        sk(act[0], rid[:10], str(cli.workspace))
+    def ik(*args: str, ok: tuple[int, ...] = (0,)) -> str:
+        """As sk, through the same main() in this process: for the acts after the first, whose words are
+        what is checked (the first, a real process, shows how a process writes them)."""
+        res = cli.call(*args, env=env)
+        said = res.stdout + res.stderr
+        assert res.returncode in ok, f"{args[:3]}: exit {res.returncode}\n{said[-2000:]!r}"
+        assert not has_traceback(said), said[-3000:]
+        hazards = _raw_hazards(said.encode("utf-8", "surrogateescape"))
+        assert not hazards, f"swarmkit {' '.join(a.encode('unicode_escape').decode() for a in args[:3])} let these reach the terminal: {hazards[:5]}"
+        return res.stdout
+
+    # The act verbs, with the evil actor, on a real run: approve, stop (queued: at once), stop again (its
+    # words quote the earlier actor), resume, stop again.
+    sk("approve", rid[:10], str(cli.workspace))
+    for act in (("stop",), ("stop",), ("resume",), ("stop",)):
+        ik(act[0], rid[:10], str(cli.workspace))
     # Every read surface and the usage errors only read the store: they run side by side, four at a
     # time (each is a process that mostly starts up), each checked as sk checks one, while this process
     # tries the ids that are paths or escapes in-process (below).
@@ -489,7 +549,7 @@ def test_names_ids_and_actors_that_look_like_paths_or_escapes_stay_inert(cli: Cl
     assert {a["actor"] for a in acts if a["action"] != "run.submitted"} == {EVIL_ACTOR}, "the actor is recorded as given"
     # Run the rest: a worker hosts it to its end. Nothing was made outside the store's folder, and each
     # run folder is named for its run.
-    sk("resume", rid[:10], str(cli.workspace))
+    ik("resume", rid[:10], str(cli.workspace))
     worker = cli.start("worker", str(cli.workspace), env=env)
     try:
         wait_for(lambda: job(cli.store_url, cli.workspace, rid).status == "completed", what="the run to complete")
