@@ -134,3 +134,20 @@ def test_acts_by_filter_say_what_they_need_in_a_line(cli: Cli):
         assert res.returncode == 2 and words in res.stderr and len(res.stderr.strip().splitlines()) == 1, (args, res.stderr)
     assert statuses(cli) == before, "a refused or unasked act acted"
     assert cli.call("approve", "--flow", "lone", "--yes").stdout.startswith("no runs it can approve match --flow lone")
+
+
+def test_a_batch_with_a_refusal_exits_1_and_says_which_run_and_why(cli: Cli, tmp_path: Path):
+    from .conftest import write_flow
+
+    flow = write_flow(tmp_path, "spender", 'name = "spender"\n[budget]\nmax_cost = 0.5\n' + "".join(
+        f"""[[agents]]\nname = "n{i}"\ncommand = "echo '{{\\"_usage\\": {{\\"tokens\\": 1, \\"cost\\": 0.5}}}}' > $SWARMKIT_OUTPUT"\n""" for i in range(2)
+    ))
+    spent = cli.call("run", str(flow), "--detach").stdout.strip()
+    cli.call("run", "--resume", spent)  # parks by its budget after the first node
+    fine = cli.call("run", str(flow), "--detach").stdout.strip()
+    assert cli.call("stop", fine).returncode == 0  # stopped while queued: nothing spent
+    res = cli.call("resume", "--flow", "spender", "--status", "stopped", "--yes")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"cannot resume {spent[:8]}: its budget is spent (cost 0.50 of max_cost 0.50)" in res.stderr
+    assert f"{fine[:8]} queued (was stopped)" in res.stdout and ": 1 resumed, 1 refused." in res.stdout, res.stdout
+    assert statuses(cli)[spent] == "stopped" and statuses(cli)[fine] == "queued"
