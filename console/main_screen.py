@@ -41,6 +41,7 @@ from .node_costs import NodeCosts
 from .poll_schedule import PollSchedule
 from .poller import LINGER, Poller, Snapshot
 from .run_views import run_row
+from .side_reads import SideReads
 from .store_link import StoreLink
 from .usual_durations import UsualDurations
 
@@ -51,7 +52,7 @@ log = logging.getLogger("swarmkit.console")
 # running run's, for the order (poller.Poller.set_window).
 TICKING_SORTS = frozenset({"status", "last_work", "usage", "burn", "estimate"})
 
-class MainScreen(DetailScreen):
+class MainScreen(SideReads, DetailScreen):
     """Watches one store and acts on its runs."""
 
     COMMANDS = {ActCommands}
@@ -100,6 +101,7 @@ class MainScreen(DetailScreen):
         self._watched: frozenset[str] | None = None  # the runs the poller reads the signs of work of (None: all)
         self.usual = UsualDurations()
         self.costs = NodeCosts()
+        self.estimate_sort = False  # the table sorts on the runs' estimated cost at completion ($)
 
     # --- layout -----------------------------------------------------------------
 
@@ -230,52 +232,7 @@ class MainScreen(DetailScreen):
         self._show_banner()
         self._refresh_header()
         self._selection_changed()
-        if snap.stop_asked and (wanted := self.usual.wanted(snap.stop_asked, snap.at)):
-            self._read_usual(wanted)
-        if self.part(RunTable).sort_column == "estimate" and (flows := self.costs.wanted(self.jobs.values())):
-            self._read_costs(flows)
-
-    def sorted_on_estimate(self) -> None:
-        """`$`: the table sorts on each run's estimated cost at completion; its flows' node costs are read for it."""
-        if flows := self.costs.wanted(self.jobs.values()):
-            self._read_costs(flows)
-
-    @work(group="costs")
-    async def _read_costs(self, flows: set[str]) -> None:
-        """What a node of each flow costs, read off the poll; the rows of its runs sort on their estimate after."""
-        async def read() -> None:
-            store = await self.link.get()
-            async with store.read() as conn:
-                await conn.run_sync(self.costs.read, flows)
-
-        try:
-            await self.link.shielded(read())
-        except Exception as exc:  # the rows sort on their cost so far
-            log.info("reading node costs failed: %s", exc)
-            return
-        if self._row_at is not None and not self.closing:
-            table = self.part(RunTable)
-            rows = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if j.flow in flows}
-            table.show(list(self.jobs), rows)
-            if table.sort_column == "estimate":
-                table.sort_by("estimate", table.sort_reverse)
-
-    @work(group="usual")
-    async def _read_usual(self, wanted: dict[tuple[str, str], str]) -> None:
-        """A stopping run's node: how long it usually takes, read off the poll; its row shows the ETA after."""
-        async def read() -> None:
-            store = await self.link.get()
-            async with store.read() as conn:
-                await conn.run_sync(self.usual.read, wanted)
-
-        try:
-            await self.link.shielded(read())
-        except Exception as exc:  # the row shows the node's time without an ETA
-            log.info("reading usual node durations failed: %s", exc)
-            return
-        if self._row_at is not None and not self.closing:
-            stopping = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if (j.flow, j.current_node) in wanted}
-            self.part(RunTable).show(list(self.jobs), stopping)
+        self.read_aside(snap)
 
     def _tick(self) -> None:
         # A poll's apply refreshes the header too: with polls a second apart,
@@ -346,7 +303,8 @@ class MainScreen(DetailScreen):
     @on(RunTable.Sorted)
     def _sorted(self, event: RunTable.Sorted) -> None:
         self._watch(event.table)
-        if event.table.sort_column == "estimate":  # no column shows it: said, and its flows' costs read
+        self.estimate_sort = event.table.sort_column == "estimate"
+        if self.estimate_sort:  # no column shows it: said, and its flows' costs read
             self.sorted_on_estimate()
             self.say("sorted by estimated cost at completion, the most first ($ again reverses it, 0 goes back to newest first)", toast=False)
 
