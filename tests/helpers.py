@@ -77,8 +77,17 @@ def need(ok: object, why: str) -> None:
         pytest.skip(why)
 
 
+# How far apart the looks of a long wait grow: most predicates open the store (`job`, `events`), and
+# twenty looks a second through a wait of seconds, on four test processes, spent much of the suite's
+# CPU (the suite is CPU-bound on two CPUs): a condition that comes quickly is still seen quickly.
+_LOOK_GROWTH, _LOOK_MOST_S = 1.5, 0.25
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> Any:
+    """Until `predicate()` holds (its value), looking first after `interval`, then further apart, up to a
+    quarter second (or `interval`, if longer); an AssertionError naming `what` past `timeout`."""
     deadline = time.monotonic() + timeout
+    most = max(interval, _LOOK_MOST_S)
     while True:
         value = predicate()
         if value:
@@ -86,6 +95,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+        interval = min(most, interval * _LOOK_GROWTH)
 
 
 def read(store_url: str, workspace: Path, fn) -> Any:

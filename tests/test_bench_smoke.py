@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# per_node.py is not here: CI runs a round of it of its own (`bench/per_node.py --ci` in .ci/run), alone,
+# after the tests.
 SCRIPTS = {
-    "per_node.py": "swarmkit / floor",
     "boundary_check.py": "sql: the SELECT alone",
     "stop_reaction.py": "stop_requested_at -> RunStoppedError",
     "stop_in_node.py": "plain stop, async ctx.aboundary loop",
