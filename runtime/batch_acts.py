@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from swarmkit.store.clock import store_now
 from swarmkit.store.ids import new_id
 from swarmkit.store.reads import list_jobs
+from swarmkit.store.statuses import ACTIVE_STATUSES
 from swarmkit.store.store_errors import is_store_fault
 
 from .act_base import DONE, REFUSED, ActResult
@@ -80,7 +81,9 @@ async def matching(store: Store, act: Act, runs: RunFilter) -> list[JobRecord]:
     if not (runs.narrows or runs.all):
         return []
     now = store_now()
-    found = await store.run_read(lambda conn: list_jobs(conn, ended_limit=_EVERY))
+    # Every act applies to runs not yet ended only (act_table): the ended ones, most of a store, are not read.
+    ended = not act.applies_to <= ACTIVE_STATUSES
+    found = await store.run_read(lambda conn: list_jobs(conn, include_ended=ended, ended_limit=_EVERY))
     return [j for j in found if j.status in act.applies_to and runs.keeps(j, now)]
 
 

@@ -36,11 +36,13 @@ def flows(ws: Path) -> dict[str, Path]:
             name = "second"
             command = "echo second"
         """),
-        "canceller": write_flow(ws, "canceller", """
+        # Works until it is cancelled (its gate is never released): a `sleep 30` ended on its own, completed,
+        # before a loaded CI's test reached its cancel (CI, 2026-12-07).
+        "canceller": write_flow(ws, "canceller", f"""
             name = "canceller"
             [[agents]]
             name = "work"
-            command = "echo data > out.txt; echo working; sleep 30"
+            command = "echo data > out.txt; echo working; {hold(ws / 'gates', 'never')}"
         """),
         "gated": write_flow(ws, "gated", """
             name = "gated"
