@@ -6,6 +6,7 @@ import json
 import sys
 
 from swarmkit.runtime import control
+from swarmkit.runtime.act_base import resolved_with_view
 from swarmkit.runtime.errors import UsageError
 from swarmkit.runtime.exit_code import ExitCode
 from swarmkit.runtime.report import HEADERS, cell_width, clock_warning, format_row, format_table, run_rows
@@ -67,7 +68,7 @@ async def cmd_status(args) -> int:
 
 
 async def _show_one(store: Store, run_ref: str, output: str) -> int:
-    view = await control.resolve_view(store, run_ref)
+    job, view = await resolved_with_view(store, run_ref, True)  # the record too, for its estimate: one read
     if output == "json":
         print(json.dumps(view, indent=2, sort_keys=True))
         return ExitCode.OK
@@ -98,7 +99,6 @@ async def _show_one(store: Store, run_ref: str, output: str) -> int:
         from swarmkit.runtime.estimates import estimate_of  # late: only a run not yet ended is estimated
         from swarmkit.store.reads import node_costs  # late: as above
 
-        job = await control.resolve_run(store, view["id"])
         costs = await store.run_read(lambda c: node_costs(c, job.flow, job.id))
         print(f"{'estimate':>20}: {plain(estimate_of(job, costs, store_now()).words())}")
     return ExitCode.OK

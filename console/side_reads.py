@@ -6,6 +6,7 @@ read is back."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -56,38 +57,32 @@ class SideReads:
 
     @work(group="costs")
     async def _read_costs(self, flows: set[str]) -> None:
-        """What a node of each flow costs, read off the poll; the rows of its runs sort on their estimate after."""
-        async def read() -> None:
-            store = await self.link.get()
-            async with store.read() as conn:
-                await conn.run_sync(self.costs.read, flows)
-
-        try:
-            await self.link.shielded(read())
-        except Exception as exc:  # the rows sort on their cost so far
-            log.info("reading node costs failed: %s", exc)
-            return
-        if self._row_at is not None and not self.closing:
+        """What a node of each flow costs; the rows of its runs sort on their estimate after (meanwhile on their cost)."""
+        if await self._aside(self.costs.read, flows, "node costs", lambda j: j.flow in flows) and self.estimate_sort:
             table = self.part(RunTable)
-            rows = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if j.flow in flows}
-            table.show(list(self.jobs), rows)
-            if self.estimate_sort:
-                table.sort_by("estimate", table.sort_reverse)
+            table.sort_by("estimate", table.sort_reverse)
 
     @work(group="usual")
     async def _read_usual(self, wanted: dict[tuple[str, str], str]) -> None:
-        """A stopping run's node: how long it usually takes, read off the poll; its row shows the ETA after."""
-        async def read() -> None:
+        """A stopping run's node: how long it usually takes; its row shows the ETA after (meanwhile the node's time alone)."""
+        await self._aside(self.usual.read, wanted, "usual node durations", lambda j: (j.flow, j.current_node) in wanted)
+
+    async def _aside(self, read: Callable[[Any, Any], None], what: Any, words: str, mine: Callable[[JobRecord], bool]) -> bool:
+        """`read(conn, what)` in a read transaction off the poll, then the rows of the runs `mine` picks made
+        again with what it read. False: the read failed (said in the log) or the screen is going."""
+
+        async def go() -> None:
             store = await self.link.get()
             async with store.read() as conn:
-                await conn.run_sync(self.usual.read, wanted)
+                await conn.run_sync(read, what)
 
         try:
-            await self.link.shielded(read())
-        except Exception as exc:  # the row shows the node's time without an ETA
-            log.info("reading usual node durations failed: %s", exc)
-            return
-        if self._row_at is not None and not self.closing:
-            stopping = {j.id: self._run_row(j, self._row_at) for j in self.jobs.values() if (j.flow, j.current_node) in wanted}
-            self.part(RunTable).show(list(self.jobs), stopping)
-
+            await self.link.shielded(go())
+        except Exception as exc:
+            log.info("reading %s failed: %s", words, exc)
+            return False
+        if self._row_at is None or self.closing:
+            return False
+        at = self._row_at
+        self.part(RunTable).show(list(self.jobs), {j.id: self._run_row(j, at) for j in self.jobs.values() if mine(j)})
+        return True

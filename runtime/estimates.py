@@ -13,20 +13,22 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from swarmkit.store.records import JobRecord
-from swarmkit.store.statuses import RUNNING, TERMINAL_STATUSES
+from swarmkit.store.statuses import TERMINAL_STATUSES
+
+from .run_columns import burn_rate, burn_text
 
 
 @dataclass(frozen=True)
 class Estimate:
     cost: float  # spent so far
-    burn_per_min: float | None  # what it spends a minute its agents run (None: nothing ran yet)
+    burn_per_min: float | None  # what it spends a minute, by run_columns.burn_rate (None: not running, or too new to say)
     node_cost: float | None  # the median cost of a node of its flow (None: no completed run to go by)
     basis: int  # how many completed runs that median is of
     at_completion: float | None  # the estimate (None: no basis, or the run has ended)
 
     def words(self) -> str:
-        """'$1.80 at completion (an estimate: $0.60 a node, the median of 12 completed runs); $0.30 a minute'."""
-        burn = f"; ${self.burn_per_min:.2f} a minute" if self.burn_per_min is not None else ""
+        """'$1.80 at completion (an estimate: $0.60 a node, the median of 12 completed runs); $1.20 so far; burning $0.30/m'."""
+        burn = f"; burning {burn_text(self.burn_per_min)}" if self.burn_per_min is not None else ""
         if self.at_completion is None:
             return f"${self.cost:.2f} so far; no estimate (no completed run of its flow to go by){burn}"
         runs = "run" if self.basis == 1 else "runs"
@@ -41,10 +43,7 @@ class Estimate:
 
 def estimate_of(job: JobRecord, node_costs: list[float], now: datetime) -> Estimate:
     """`job`'s estimate, given what a node of its flow cost in its completed runs (`store.reads.node_costs`)."""
-    ran = job.ran_s or 0.0
-    if job.status == RUNNING and job.node_started_at is not None:
-        ran += max(0.0, (now - job.node_started_at).total_seconds())
-    burn = job.cost / ran * 60 if ran > 0 else None
+    burn = burn_rate(job, now)  # the run table's rule for what a running run spends a minute
     per_node = statistics.median(node_costs) if node_costs else None
     ended = job.status in TERMINAL_STATUSES
     at = None if per_node is None or ended else job.cost + max(0, job.steps - job.step) * per_node

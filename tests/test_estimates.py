@@ -38,8 +38,8 @@ def test_a_stopped_run_is_estimated_from_its_flows_completed_runs_on_every_door(
     assert f"estimate: {words}" in shown, shown
     s = serve("--no-host")
     got = s.client.get(f"/jobs/{rid[:10]}/estimate").json()
-    assert got | {"burn_per_min": 0} == {"job_id": rid, "cost": 0.5, "burn_per_min": 0, "median_node_cost": 0.5, "basis_runs": 3, "estimate_at_completion": 1.5, "is_estimate": True}
-    assert got["burn_per_min"] > 0
+    # Stopped: it spends nothing a minute (burn is a running run's).
+    assert got == {"job_id": rid, "cost": 0.5, "burn_per_min": None, "median_node_cost": 0.5, "basis_runs": 3, "estimate_at_completion": 1.5, "is_estimate": True}
     # A flow no run of which has completed: said so, no figure made up.
     other = costly(folder, "fresh", 0.25)
     fresh = cli.call("run", str(other), "--detach").stdout.strip()
@@ -53,8 +53,8 @@ def test_a_stopped_run_is_estimated_from_its_flows_completed_runs_on_every_door(
 def test_the_console_detail_pane_shows_the_estimate_beside_the_budget(cli: Cli, tmp_path: Path):
     flow = costly(tmp_path, "costly", 0.5)
     rid = cli.call("run", str(flow), "--detach", "--budget", "cost=5").stdout.strip()
-    row = dataclasses.replace(job(cli.store_url, cli.workspace, rid), status="running", step=1, cost=0.5, ran_s=30.0, node_started_at=store_now() - timedelta(seconds=30))
+    row = dataclasses.replace(job(cli.store_url, cli.workspace, rid), status="running", step=1, cost=0.5, started_at=store_now() - timedelta(seconds=60))
     facts = dict(detail_facts(row, store_now(), None, [0.4, 0.5, 0.9]))
-    assert facts["estimate"].startswith("$1.50 at completion (an estimate: $0.50 a node, the median of 3 completed runs); $0.50 so far; $0.50 a minute"), facts
+    assert facts["estimate"] == "$1.50 at completion (an estimate: $0.50 a node, the median of 3 completed runs); $0.50 so far; burning $0.5/m", facts
     assert facts["budget"] == "cost 0.50 of 5.00"
     assert estimate_of(dataclasses.replace(row, status="completed"), [0.5], store_now()).at_completion is None
